@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+// attled: a Bluetooth Low Energy host stack that drives the controller over HCI,
+// and the LED command-line tool built on it. Targets follow the stack's layers;
+// dependencies point only downward.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "attled",
+    products: [
+        .executable(name: "attled", targets: ["attled"]),
+        .library(name: "BLEGATT", targets: ["BLEGATT"]),
+    ],
+    targets: [
+        // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
+        .systemLibrary(name: "CBluetooth", path: "Sources/CBluetooth",
+                       providers: [.apt(["libbluetooth-dev"])]),
+        // Bounds-checked byte reader/writer, addresses, UUIDs.
+        .target(name: "BLEWire", swiftSettings: strict),
+        // Moves whole HCI packets: H4 over TCP/Unix/serial, Linux HCI user channel.
+        .target(name: "BLETransport", dependencies: ["BLEWire", "CBluetooth"], swiftSettings: strict),
+        // HCI commands/events, command flow control, ACL credits, the run loop.
+        .target(name: "BLEHCI", dependencies: ["BLEWire", "BLETransport"], swiftSettings: strict),
+        // Advertising data, scanning, connecting.
+        .target(name: "BLEGAP", dependencies: ["BLEWire", "BLEHCI"], swiftSettings: strict),
+        // LE fixed channels: reassembly, signalling, SMP rejection.
+        .target(name: "BLEL2CAP", dependencies: ["BLEWire", "BLEHCI"], swiftSettings: strict),
+        // ATT PDUs and the client bearer.
+        .target(name: "BLEATT", dependencies: ["BLEWire", "BLEHCI", "BLEL2CAP"], swiftSettings: strict),
+        // GATT client procedures.
+        .target(name: "BLEGATT", dependencies: ["BLEWire", "BLEATT"], swiftSettings: strict),
+        // Packet decoder for --trace, btsnoop capture files.
+        .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT"], swiftSettings: strict),
+        // The three LED devices and generic RGB descriptions.
+        .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEGATT"], swiftSettings: strict),
+        // Argument parsing and the jobs the CLI runs.
+        .target(name: "AttledCLI", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile"], swiftSettings: strict),
+        .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
+        .testTarget(name: "BLEStackTests",
+                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "AttledCLI"],
+                    swiftSettings: strict),
+    ]
+)

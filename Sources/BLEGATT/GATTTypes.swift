@@ -1,0 +1,115 @@
+import BLEWire
+
+/// Well-known GATT attribute types (Assigned Numbers 3.5, 3.8).
+public enum GATTUUID {
+    public static let primaryService = BluetoothUUID(uint16: 0x2800)
+    public static let secondaryService = BluetoothUUID(uint16: 0x2801)
+    public static let include = BluetoothUUID(uint16: 0x2802)
+    public static let characteristic = BluetoothUUID(uint16: 0x2803)
+    public static let extendedProperties = BluetoothUUID(uint16: 0x2900)
+    public static let userDescription = BluetoothUUID(uint16: 0x2901)
+    public static let clientCharacteristicConfiguration = BluetoothUUID(uint16: 0x2902)
+    public static let presentationFormat = BluetoothUUID(uint16: 0x2904)
+    public static let deviceName = BluetoothUUID(uint16: 0x2A00)
+    public static let appearance = BluetoothUUID(uint16: 0x2A01)
+    public static let serviceChanged = BluetoothUUID(uint16: 0x2A05)
+    public static let databaseHash = BluetoothUUID(uint16: 0x2B2A)
+
+    static let names: [UInt16: String] = [
+        0x1800: "Generic Access", 0x1801: "Generic Attribute", 0x180A: "Device Information", 0x180F: "Battery",
+        0x2800: "Primary Service", 0x2801: "Secondary Service", 0x2802: "Include", 0x2803: "Characteristic",
+        0x2900: "Characteristic Extended Properties", 0x2901: "Characteristic User Description",
+        0x2902: "Client Characteristic Configuration", 0x2903: "Server Characteristic Configuration",
+        0x2904: "Characteristic Presentation Format", 0x2A00: "Device Name", 0x2A01: "Appearance",
+        0x2A04: "Peripheral Preferred Connection Parameters", 0x2A05: "Service Changed", 0x2A19: "Battery Level",
+        0x2A29: "Manufacturer Name String", 0x2AA6: "Central Address Resolution", 0x2B29: "Client Supported Features",
+        0x2B2A: "Database Hash", 0x2B3A: "Server Supported Features",
+    ]
+
+    /// A human name for well-known 16-bit UUIDs, nil otherwise.
+    public static func name(_ u: BluetoothUUID) -> String? { u.uint16.flatMap { names[$0] } }
+}
+
+/// Characteristic properties (Core Vol 3 Part G 3.3.1.1).
+public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let broadcast = CharacteristicProperties(rawValue: 0x01)
+    public static let read = CharacteristicProperties(rawValue: 0x02)
+    public static let writeWithoutResponse = CharacteristicProperties(rawValue: 0x04)
+    public static let write = CharacteristicProperties(rawValue: 0x08)
+    public static let notify = CharacteristicProperties(rawValue: 0x10)
+    public static let indicate = CharacteristicProperties(rawValue: 0x20)
+    public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 0x40)
+    public static let extendedProperties = CharacteristicProperties(rawValue: 0x80)
+
+    public var names: [String] {
+        let all = ["broadcast", "read", "write-without-response", "write", "notify", "indicate", "signed-write", "extended"]
+        return (0..<8).compactMap { rawValue & (1 << UInt8($0)) != 0 ? all[$0] : nil }
+    }
+    public var description: String { names.joined(separator: ",") }
+}
+
+/// A primary service: its UUID and handle range.
+public struct Service: Hashable, Sendable {
+    public var uuid: BluetoothUUID
+    public var start: UInt16
+    public var end: UInt16
+    public init(uuid: BluetoothUUID, start: UInt16, end: UInt16) { self.uuid = uuid; self.start = start; self.end = end }
+}
+
+/// A characteristic: declaration handle, properties, value handle, UUID, and
+/// the last handle that belongs to it (known once the next declaration or the
+/// service end is seen).
+public struct Characteristic: Hashable, Sendable {
+    public var declarationHandle: UInt16
+    public var properties: CharacteristicProperties
+    public var valueHandle: UInt16
+    public var uuid: BluetoothUUID
+    public var end: UInt16
+    public init(declarationHandle: UInt16, properties: CharacteristicProperties, valueHandle: UInt16, uuid: BluetoothUUID, end: UInt16) {
+        self.declarationHandle = declarationHandle; self.properties = properties
+        self.valueHandle = valueHandle; self.uuid = uuid; self.end = end
+    }
+
+    /// Decodes a Characteristic declaration value (3.3.1): properties, value handle, UUID.
+    public static func decodeDeclaration(handle: UInt16, value: [UInt8]) throws -> Characteristic {
+        var r = ByteReader(value)
+        let p = CharacteristicProperties(rawValue: try r.u8("Characteristic Properties"))
+        let vh = try r.u16("Characteristic Value Handle")
+        let u = r.rest()
+        guard let uuid = BluetoothUUID(wire: u), u.count == 2 || u.count == 16 else {
+            throw WireError.invalid(field: "Characteristic UUID", reason: "\(u.count) bytes (must be 2 or 16)")
+        }
+        guard vh > handle else { throw WireError.invalid(field: "Characteristic Value Handle", reason: "0x\(Hex.int(vh, width: 4)) is not after its declaration 0x\(Hex.int(handle, width: 4))") }
+        return Characteristic(declarationHandle: handle, properties: p, valueHandle: vh, uuid: uuid, end: 0xFFFF)
+    }
+}
+
+/// A characteristic descriptor.
+public struct Descriptor: Hashable, Sendable {
+    public var handle: UInt16
+    public var uuid: BluetoothUUID
+    public init(handle: UInt16, uuid: BluetoothUUID) { self.handle = handle; self.uuid = uuid }
+}
+
+/// Failures of GATT procedures above ATT.
+public enum GATTError: Error, Equatable, Sendable, CustomStringConvertible {
+    case serviceNotFound(BluetoothUUID)
+    case characteristicNotFound(BluetoothUUID, service: BluetoothUUID)
+    case noClientConfiguration(BluetoothUUID)
+    case notPermitted(BluetoothUUID, operation: String, properties: CharacteristicProperties)
+    case discoveryStalled(procedure: String, handle: UInt16)
+    case malformed(procedure: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .serviceNotFound(let u): return "the device has no service \(u)"
+        case let .characteristicNotFound(u, s): return "service \(s) has no characteristic \(u)"
+        case .noClientConfiguration(let u): return "characteristic \(u) has no Client Characteristic Configuration descriptor: it cannot be subscribed to"
+        case let .notPermitted(u, op, p): return "characteristic \(u) does not allow \(op) (its properties: \(p.description.isEmpty ? "none" : p.description))"
+        case let .discoveryStalled(proc, h): return "\(proc) stopped advancing at handle 0x\(Hex.int(h, width: 4)) (server bug); discovery abandoned"
+        case let .malformed(proc, reason): return "malformed response during \(proc): \(reason)"
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import BLEWire
+import BLETransport
+
+/// What the initialisation sequence learned about the controller.
+public struct ControllerInfo: Sendable {
+    public var version: LocalVersion?
+    public var publicAddress: BDAddress = .zero
+    /// The address and type attled uses as its own: the public address, or a
+    /// static random address when Read BD_ADDR returned all zeros.
+    public var ownAddress: DeviceAddress = DeviceAddress(.zero, .public)
+    public var supportedCommands: [UInt8] = []
+    public var features: UInt64 = 0
+    public var leFeatures: UInt64 = 0
+    public var aclBuffers = BufferSize(aclLength: 27, aclPackets: 1)
+
+    /// Read Local Supported Commands bit (Core Vol 4 Part E 6.27): octet, bit.
+    public func supports(octet: Int, bit: Int) -> Bool {
+        octet < supportedCommands.count && supportedCommands[octet] & (1 << UInt8(bit)) != 0
+    }
+
+    /// LE Set Extended Scan Parameters and Enable listed (octet 37 bits 5 and 6).
+    public var supportsExtendedScanning: Bool { supports(octet: 37, bit: 5) && supports(octet: 37, bit: 6) }
+    /// LE Extended Advertising in the LE features (bit 12).
+    public var hasExtendedAdvertising: Bool { leFeatures & (1 << 12) != 0 }
+}
+
+extension HCIHost {
+    /// The controller initialisation sequence (PROTOCOL.md "Initialisation"):
+    /// Reset, Read Local Version Information, Read Local Supported Commands,
+    /// Read Local Supported Features, LE Read Local Supported Features,
+    /// Read BD_ADDR, Set Event Mask, LE Set Event Mask, LE Read Buffer Size
+    /// (Read Buffer Size when the LE size is 0), and LE Set Random Address when
+    /// the controller has no public address. Commands that are optional for a
+    /// controller are tolerated when rejected.
+    public func initialize(randomAddress: BDAddress? = nil) throws -> ControllerInfo {
+        var info = ControllerInfo()
+        try execute(.reset, timeoutMs: max(commandTimeoutMs, 3000))
+        if let rp = try? execute(.readLocalVersion) { info.version = try? LocalVersion.decode(rp) }
+        if let rp = try? execute(.readLocalSupportedCommands), rp.count >= 65 { info.supportedCommands = Array(rp[1..<65]) }
+        if let rp = try? execute(.readLocalSupportedFeatures), rp.count >= 9 {
+            var r = ByteReader(Array(rp[1...])); info.features = (try? r.u64()) ?? 0
+        }
+        if let rp = try? execute(.leReadLocalSupportedFeatures), rp.count >= 9 {
+            var r = ByteReader(Array(rp[1...])); info.leFeatures = (try? r.u64()) ?? 0
+        }
+        let bd = try execute(.readBDADDR)
+        if bd.count >= 7 { info.publicAddress = BDAddress(wire: Array(bd[1..<7])) }
+        try execute(.setEventMask(EventMasks.standard))
+        try execute(.leSetEventMask(EventMasks.le))
+        let le = try BufferSize.decodeLE(try execute(.leReadBufferSize))
+        if le.aclLength == 0 || le.aclPackets == 0 {
+            info.aclBuffers = try BufferSize.decodeBREDR(try execute(.readBufferSize))
+        } else {
+            info.aclBuffers = le
+        }
+        setACLBuffers(length: Int(info.aclBuffers.aclLength), packets: Int(info.aclBuffers.aclPackets))
+        if let fixed = randomAddress {
+            try execute(.leSetRandomAddress(fixed))
+            info.ownAddress = DeviceAddress(fixed, .random)
+        } else if info.publicAddress.isZero {
+            let a = Self.makeStaticRandomAddress()
+            try execute(.leSetRandomAddress(a))
+            info.ownAddress = DeviceAddress(a, .random)
+        } else {
+            info.ownAddress = DeviceAddress(info.publicAddress, .public)
+        }
+        return info
+    }
+
+    /// A static random address: two most significant bits 11, the rest random
+    /// and neither all zeros nor all ones (Core Vol 6 Part B 1.3.2.1).
+    public static func makeStaticRandomAddress() -> BDAddress {
+        var g = SystemRandomNumberGenerator()
+        while true {
+            var b = (0..<6).map { _ in UInt8.random(in: 0...255, using: &g) }
+            b[5] |= 0xC0
+            let rest = b[0..<5] + [b[5] & 0x3F]
+            if rest.allSatisfy({ $0 == 0 }) || (rest.allSatisfy({ $0 == 0xFF }) && b[5] & 0x3F == 0x3F) { continue }
+            return BDAddress(wire: b)
+        }
+    }
+}

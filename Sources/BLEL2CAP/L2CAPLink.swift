@@ -1,0 +1,142 @@
+import BLEWire
+import BLEHCI
+
+/// L2CAP on one LE connection: reassembles incoming ACL fragments into
+/// basic-frame PDUs, dispatches them by channel (ATT, LE signalling, SMP),
+/// and frames outgoing PDUs (the HCI layer fragments them to the controller's
+/// buffer size). Reassembly is explicit per-link state: a start fragment
+/// begins a PDU (dropping any incomplete one), a continuation without a start
+/// is dropped, and data past the announced length is an error (Core Vol 3 Part A 3, 7.2).
+public final class L2CAPLink {
+    public let handle: UInt16
+    public let host: HCIHost
+    private var rx: [UInt8] = []
+    private var rxExpected = 0
+    private var rxActive = false
+    private var channels: [UInt16: ([UInt8]) -> Void] = [:]
+    private var nextIdentifier: UInt8 = 1
+    public private(set) var isOpen = true
+
+    /// Reassembly problems (for the tracer / diagnostics); the bad data is dropped.
+    public var onReassemblyError: ((String) -> Void)?
+    /// Decides whether to accept a peer's Connection Parameter Update Request
+    /// (default: accept when within the ranges the specification allows).
+    public var acceptConnectionParameters: (ConnectionParameters) -> Bool = { $0.isValid }
+    /// Informational hooks.
+    public var onConnectionParameterRequest: ((ConnectionParameters, Bool) -> Void)?
+    public var onSMP: ((UInt8) -> Void)?
+
+    public init(host: HCIHost, handle: UInt16) {
+        self.host = host
+        self.handle = handle
+        host.onACL { [weak self] acl in
+            guard let self, acl.handle == self.handle, self.isOpen else { return }
+            self.receive(acl)
+        }
+        host.onEvent { [weak self] ev in
+            if case let .disconnectionComplete(d) = ev, let self, d.handle == self.handle, d.status == .success {
+                self.isOpen = false
+                self.rx.removeAll(); self.rxActive = false
+            }
+        }
+        channels[CID.leSignalling] = { [unowned self] in self.handleSignalling($0) }
+        channels[CID.smp] = { [unowned self] in self.handleSMP($0) }
+    }
+
+    /// Registers the handler for a fixed channel's PDUs (payload without basic header).
+    public func register(cid: UInt16, _ handler: @escaping ([UInt8]) -> Void) {
+        channels[cid] = handler
+    }
+
+    /// Sends a basic-frame PDU on `cid`.
+    public func send(cid: UInt16, _ payload: [UInt8]) {
+        guard isOpen else { return }
+        var w = ByteWriter(capacity: 4 + payload.count)
+        w.u16(UInt16(truncatingIfNeeded: payload.count)); w.u16(cid); w.append(payload)
+        host.sendACL(handle: handle, pdu: w.bytes)
+    }
+
+    /// Feeds one ACL packet (public for unit tests).
+    public func receive(_ acl: ACLPacket) {
+        if acl.isStart {
+            if rxActive { onReassemblyError?("start fragment while \(rxExpected - rx.count + 4) byte(s) of the previous PDU were missing; previous PDU dropped") }
+            rx = acl.data
+            rxActive = true
+            guard rx.count >= 2 else {
+                // The length field itself may be split; wait for more.
+                rxExpected = Int.max
+                return
+            }
+            rxExpected = Int(UInt16(rx[0]) | UInt16(rx[1]) << 8) + 4
+        } else {
+            guard rxActive else {
+                onReassemblyError?("continuation fragment (\(acl.data.count) bytes) without a start fragment; dropped")
+                return
+            }
+            rx += acl.data
+            if rxExpected == Int.max, rx.count >= 2 { rxExpected = Int(UInt16(rx[0]) | UInt16(rx[1]) << 8) + 4 }
+        }
+        if rx.count > rxExpected {
+            onReassemblyError?("PDU longer than its basic header says (\(rx.count - 4) > \(rxExpected - 4) bytes); dropped")
+            rx.removeAll(); rxActive = false
+            return
+        }
+        if rx.count == rxExpected {
+            let pdu = rx
+            rx.removeAll(); rxActive = false
+            var r = ByteReader(pdu)
+            guard let _ = try? r.u16(), let cid = try? r.u16() else { return }
+            let payload = r.rest()
+            if let h = channels[cid] { h(payload) }
+        }
+    }
+
+    private func identifier() -> UInt8 {
+        defer { nextIdentifier = nextIdentifier == 255 ? 1 : nextIdentifier + 1 }
+        return nextIdentifier
+    }
+
+    private func handleSignalling(_ payload: [UInt8]) {
+        guard let cmd = try? SignallingCommand.decode(payload) else {
+            // Malformed: reject if we can read code and identifier (0x0000 Command not understood).
+            if payload.count >= 2, payload[1] != 0 {
+                send(cid: CID.leSignalling, SignallingCommand.commandReject(identifier: payload[1]).encoded)
+            }
+            return
+        }
+        switch cmd.code {
+        case SignallingCommand.connectionParameterUpdateRequest:
+            guard let p = try? cmd.connectionParameters() else {
+                send(cid: CID.leSignalling, SignallingCommand.commandReject(identifier: cmd.identifier).encoded)
+                return
+            }
+            let ok = acceptConnectionParameters(p)
+            onConnectionParameterRequest?(p, ok)
+            send(cid: CID.leSignalling, SignallingCommand.connectionParameterUpdateResponse(identifier: cmd.identifier, accepted: ok).encoded)
+            if ok {
+                // As central, apply them (Core Vol 3 Part A 4.20): the answer arrives as LE Connection Update Complete.
+                host.enqueue(LEConnectionUpdate(handle: handle, parameters: p).command) { _ in }
+            }
+        case let c where SignallingCommand.isRequest(c) || SignallingCommand.names[c] == nil:
+            // Requests we do not implement (e.g. credit-based channels) and unknown codes.
+            if cmd.identifier != 0 {
+                send(cid: CID.leSignalling, SignallingCommand.commandReject(identifier: cmd.identifier).encoded)
+            }
+        default:
+            break // responses and rejects we did not ask for: ignore
+        }
+    }
+
+    private func handleSMP(_ payload: [UInt8]) {
+        guard let code = payload.first else { return }
+        onSMP?(code)
+        if code == SMP.pairingRequest || code == SMP.securityRequest {
+            send(cid: CID.smp, SMP.pairingFailed())
+        }
+    }
+
+    /// Sends our own Connection Parameter Update Request (peripheral role only; kept for tests).
+    public func requestConnectionParameters(_ p: ConnectionParameters) {
+        send(cid: CID.leSignalling, SignallingCommand.connectionParameterUpdateRequest(identifier: identifier(), p).encoded)
+    }
+}

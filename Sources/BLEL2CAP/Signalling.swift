@@ -1,0 +1,128 @@
+import BLEWire
+import BLEHCI
+
+/// Fixed channel identifiers on an LE-U link (Core Vol 3 Part A 2.1).
+public enum CID {
+    public static let att: UInt16 = 0x0004
+    public static let leSignalling: UInt16 = 0x0005
+    public static let smp: UInt16 = 0x0006
+
+    public static func name(_ cid: UInt16) -> String {
+        switch cid {
+        case att: return "ATT"
+        case leSignalling: return "LE Signalling"
+        case smp: return "SMP"
+        case 0x0001: return "BR/EDR Signalling"
+        case 0x0003: return "AMP Manager"
+        case 0x0007: return "BR/EDR Security Manager"
+        default: return cid >= 0x0040 ? "dynamic" : "reserved"
+        }
+    }
+}
+
+/// An L2CAP LE signalling command (Core Vol 3 Part A 4).
+public struct SignallingCommand: Hashable, Sendable {
+    public var code: UInt8
+    public var identifier: UInt8
+    public var data: [UInt8]
+
+    public init(code: UInt8, identifier: UInt8, data: [UInt8]) {
+        self.code = code; self.identifier = identifier; self.data = data
+    }
+
+    public static let commandReject: UInt8 = 0x01
+    public static let disconnectionRequest: UInt8 = 0x06
+    public static let disconnectionResponse: UInt8 = 0x07
+    public static let connectionParameterUpdateRequest: UInt8 = 0x12
+    public static let connectionParameterUpdateResponse: UInt8 = 0x13
+    public static let leCreditBasedConnectionRequest: UInt8 = 0x14
+    public static let leCreditBasedConnectionResponse: UInt8 = 0x15
+    public static let flowControlCredit: UInt8 = 0x16
+
+    static let names: [UInt8: String] = [
+        0x01: "Command Reject", 0x06: "Disconnection Request", 0x07: "Disconnection Response",
+        0x12: "Connection Parameter Update Request", 0x13: "Connection Parameter Update Response",
+        0x14: "LE Credit Based Connection Request", 0x15: "LE Credit Based Connection Response",
+        0x16: "Flow Control Credit Indication", 0x17: "Credit Based Connection Request",
+        0x18: "Credit Based Connection Response", 0x19: "Credit Based Reconfigure Request",
+        0x1A: "Credit Based Reconfigure Response",
+    ]
+    public static func name(_ code: UInt8) -> String { names[code] ?? "Unknown signalling command" }
+
+    /// Codes that are requests (expect an answer) on the LE signalling channel.
+    public static func isRequest(_ code: UInt8) -> Bool { [0x06, 0x12, 0x14, 0x17, 0x19].contains(code) }
+
+    public var encoded: [UInt8] {
+        var w = ByteWriter(capacity: 4 + data.count)
+        w.u8(code); w.u8(identifier); w.u16(UInt16(truncatingIfNeeded: data.count)); w.append(data)
+        return w.bytes
+    }
+
+    /// Decodes one command from a C-frame payload (LE carries one command per frame).
+    public static func decode(_ bytes: [UInt8]) throws -> SignallingCommand {
+        var r = ByteReader(bytes)
+        let code = try r.u8("Code")
+        let id = try r.u8("Identifier")
+        let len = Int(try r.u16("Length"))
+        let data = try r.bytes(len, "Data")
+        try r.expectEnd("signalling command")
+        return SignallingCommand(code: code, identifier: id, data: data)
+    }
+
+    // Builders and decoders for the commands attled handles.
+
+    public static func commandReject(identifier: UInt8, reason: UInt16 = 0x0000) -> SignallingCommand {
+        var w = ByteWriter(); w.u16(reason)
+        return SignallingCommand(code: commandReject, identifier: identifier, data: w.bytes)
+    }
+
+    public static func connectionParameterUpdateResponse(identifier: UInt8, accepted: Bool) -> SignallingCommand {
+        var w = ByteWriter(); w.u16(accepted ? 0 : 1)
+        return SignallingCommand(code: connectionParameterUpdateResponse, identifier: identifier, data: w.bytes)
+    }
+
+    public static func connectionParameterUpdateRequest(identifier: UInt8, _ p: ConnectionParameters) -> SignallingCommand {
+        var w = ByteWriter(); w.u16(p.intervalMin); w.u16(p.intervalMax); w.u16(p.latency); w.u16(p.supervisionTimeout)
+        return SignallingCommand(code: connectionParameterUpdateRequest, identifier: identifier, data: w.bytes)
+    }
+
+    /// The parameters of a Connection Parameter Update Request (4.20).
+    public func connectionParameters() throws -> ConnectionParameters {
+        var r = ByteReader(data)
+        let p = ConnectionParameters(intervalMin: try r.u16("Interval Min"), intervalMax: try r.u16("Interval Max"),
+                                     latency: try r.u16("Latency"), supervisionTimeout: try r.u16("Timeout"))
+        try r.expectEnd("Connection Parameter Update Request")
+        return p
+    }
+}
+
+/// Security Manager Protocol PDUs (Core Vol 3 Part H 3.3). attled does not
+/// pair: Pairing Request and Security Request are answered with Pairing
+/// Failed, reason Pairing Not Supported.
+public enum SMP {
+    public static let pairingRequest: UInt8 = 0x01
+    public static let pairingFailed: UInt8 = 0x05
+    public static let securityRequest: UInt8 = 0x0B
+    public static let reasonPairingNotSupported: UInt8 = 0x05
+
+    static let names: [UInt8: String] = [
+        0x01: "Pairing Request", 0x02: "Pairing Response", 0x03: "Pairing Confirm", 0x04: "Pairing Random",
+        0x05: "Pairing Failed", 0x06: "Encryption Information", 0x07: "Central Identification",
+        0x08: "Identity Information", 0x09: "Identity Address Information", 0x0A: "Signing Information",
+        0x0B: "Security Request", 0x0C: "Pairing Public Key", 0x0D: "Pairing DHKey Check",
+        0x0E: "Pairing Keypress Notification",
+    ]
+    public static func name(_ code: UInt8) -> String { names[code] ?? "Unknown SMP command" }
+
+    static let reasons: [UInt8: String] = [
+        0x01: "Passkey Entry Failed", 0x02: "OOB Not Available", 0x03: "Authentication Requirements",
+        0x04: "Confirm Value Failed", 0x05: "Pairing Not Supported", 0x06: "Encryption Key Size",
+        0x07: "Command Not Supported", 0x08: "Unspecified Reason", 0x09: "Repeated Attempts",
+        0x0A: "Invalid Parameters", 0x0B: "DHKey Check Failed", 0x0C: "Numeric Comparison Failed",
+        0x0D: "BR/EDR pairing in progress", 0x0E: "Cross-transport Key Derivation/Generation not allowed",
+        0x0F: "Key Rejected",
+    ]
+    public static func reasonName(_ r: UInt8) -> String { reasons[r] ?? "Unknown reason" }
+
+    public static func pairingFailed(reason: UInt8 = reasonPairingNotSupported) -> [UInt8] { [pairingFailed, reason] }
+}

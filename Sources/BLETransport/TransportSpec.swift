@@ -1,0 +1,71 @@
+/// Where the controller is: parsed from `--transport`, `-i` or `ATTLED_TRANSPORT`.
+public enum TransportSpec: Equatable, Sendable, CustomStringConvertible {
+    /// Linux HCI user channel on adapter hciN.
+    case userChannel(index: UInt16)
+    case tcp(host: String, port: UInt16)
+    case unix(path: String)
+    case serial(path: String, baud: Int, rtscts: Bool)
+
+    public static let defaultBaud = 115200
+
+    /// Parses `hci0`, `tcp:HOST:PORT`, `unix:/path`, `serial:/dev/ttyACM0[,BAUD][,rtscts]`.
+    public static func parse(_ text: String) throws -> TransportSpec {
+        func bad(_ why: String) -> TransportError { .invalidSpec(text, reason: why) }
+        if text.hasPrefix("hci") {
+            let n = text.dropFirst(3)
+            guard !n.isEmpty, n.count <= 5, let i = UInt16(n) else { throw bad("expected hciN with N a number") }
+            return .userChannel(index: i)
+        }
+        guard let colon = text.firstIndex(of: ":") else {
+            throw bad("expected hciN or KIND:ARGS")
+        }
+        let kind = text[..<colon]
+        let rest = String(text[text.index(after: colon)...])
+        switch kind {
+        case "tcp":
+            guard let c = rest.lastIndex(of: ":") else { throw bad("expected tcp:HOST:PORT") }
+            var host = String(rest[..<c])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty else { throw bad("missing host") }
+            guard let port = UInt16(rest[rest.index(after: c)...]), port != 0 else { throw bad("port must be 1-65535") }
+            return .tcp(host: host, port: port)
+        case "unix":
+            guard !rest.isEmpty else { throw bad("missing socket path") }
+            return .unix(path: rest)
+        case "serial", "uart":
+            let parts = rest.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard let path = parts.first, !path.isEmpty else { throw bad("missing device path") }
+            var baud = defaultBaud
+            var rtscts = false
+            for p in parts.dropFirst() {
+                if p == "rtscts" || p == "flow" { rtscts = true }
+                else if let b = Int(p), b > 0 {
+                    guard StreamTransport.baudConstant(b) != nil else { throw bad("unsupported baud rate \(b)") }
+                    baud = b
+                } else { throw bad("unknown serial option '\(p)' (expected a baud rate or rtscts)") }
+            }
+            return .serial(path: path, baud: baud, rtscts: rtscts)
+        default:
+            throw bad("unknown transport kind '\(kind)'")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .userChannel(let i): return "hci\(i)"
+        case let .tcp(h, p): return h.contains(":") ? "tcp:[\(h)]:\(p)" : "tcp:\(h):\(p)"
+        case .unix(let p): return "unix:\(p)"
+        case let .serial(p, b, f): return "serial:\(p),\(b)" + (f ? ",rtscts" : "")
+        }
+    }
+
+    /// Opens the transport this spec names.
+    public func open() throws -> HCITransport {
+        switch self {
+        case .userChannel(let i): return try UserChannelTransport.open(index: i)
+        case let .tcp(h, p): return try StreamTransport.tcp(host: h, port: p, name: description)
+        case .unix(let p): return try StreamTransport.unix(path: p, name: description)
+        case let .serial(p, b, f): return try StreamTransport.serial(path: p, baud: b, rtscts: f, name: description)
+        }
+    }
+}

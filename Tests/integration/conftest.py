@@ -1,0 +1,355 @@
+"""Fixtures for integration tests of attled against a virtual BLE world.
+
+The world is Tools/vworld.py: Bumble virtual controllers on one in-process
+link, some served as H4 to attled (TCP, Unix socket or pty), plus LED
+peripherals (pycom / particle / harness) that report everything they see as
+JSON events.  A fresh world is started for every test.
+
+API
+---
+``world(devices=[...], hosts=["tcp"], legacy=False, extra_args=[])``  (fixture,
+a factory) starts a world and waits for its ready line; returns a ``World``:
+
+    w = world(devices=["CassarTech:pycom"], hosts=["tcp"])
+    r = run_attled(["--transport", w.transport(), "--name", "CassarTech",
+                    "--rgb", "255,0,0"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [255, 0, 0]})
+    w.wait_event({"event": "disconnected", "device": "CassarTech"})
+
+``World``:
+    .transport(i=0)     attled transport spec of host i:
+                        "tcp:127.0.0.1:PORT" | "unix:/path" | "serial:/path"
+    .bumble_transport(i=0)  the same for a Bumble host ("tcp-client:...",
+                        "unix:...", "serial:...")
+    .ready              the parsed ready line (dict); .devices = ready["devices"]
+    .device(name)       ready info of one device: address, handles, adv_data ...
+    .events             list of all events so far (dicts, arrival order)
+    .mark()             current length of .events, for ``since=``
+    .wait_event(pred, timeout=10, since=0)
+                        first event (from index ``since``) matching ``pred``,
+                        waiting up to ``timeout`` s; ``pred`` is a callable
+                        or a dict matched as a subset (see ``matches``).
+                        Raises AssertionError (with the recent events) on timeout.
+    .find(pred, since=0)  all matching events so far (no waiting)
+    .stderr             vworld's stderr so far
+    .stop(timeout=5)    SIGTERM, then SIGKILL after timeout; returns exit code
+
+``run_attled(args, timeout=20, env=None)`` (plain function and fixture) runs
+the attled binary (``ATTLED``: $ATTLED_BIN or <repo>/.build/debug/attled)
+with a hard timeout; returns CompletedProcess(text, stdout and stderr
+captured).  ``env`` entries are added to the current environment.
+
+``run_bumble_central(args, timeout=20)`` runs Tools/bumble_central.py the
+same way (the reference central).
+
+Every wait has a deadline; nothing relies on sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOOLS = REPO_ROOT / "Tools"
+VWORLD = TOOLS / "vworld.py"
+BUMBLE_CENTRAL = TOOLS / "bumble_central.py"
+PYTHON = sys.executable  # the interpreter running pytest (the venv with bumble)
+ATTLED = Path(os.environ.get("ATTLED_BIN") or (REPO_ROOT / ".build" / "debug" / "attled"))
+
+READY_TIMEOUT = 15.0  # seconds for vworld to print its ready line
+WORLD_LIFETIME = 600  # vworld exits by itself after this many seconds, whatever happens
+
+Pred = Callable[[dict], bool] | dict
+
+
+def matches(event: dict, pattern: dict) -> bool:
+    """True if every key of ``pattern`` is in ``event`` with an equal value.
+
+    A pattern value may also be a callable, applied to the event's value:
+    ``{"event": "write", "value": lambda v: v in ("ff", "00")}``.
+    """
+    for key, want in pattern.items():
+        if key not in event:
+            return False
+        if callable(want):
+            if not want(event[key]):
+                return False
+        elif event[key] != want:
+            return False
+    return True
+
+
+def _as_predicate(pred: Pred) -> Callable[[dict], bool]:
+    if isinstance(pred, dict):
+        return lambda event: matches(event, pred)
+    return pred
+
+
+class World:
+    """A running Tools/vworld.py process and the events it has printed."""
+
+    def __init__(self, args: list[str], workdir: Path, ready_timeout: float = READY_TIMEOUT):
+        self.args = args
+        self.workdir = workdir
+        self.events: list[dict] = []
+        self.ready: dict = {}
+        self._stderr: list[str] = []
+        self._cond = threading.Condition()
+        self._eof = False
+        self.proc = subprocess.Popen(
+            [PYTHON, str(VWORLD), *args, "--exit-on-stdin-eof", "--lifetime", str(WORLD_LIFETIME)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            cwd=str(REPO_ROOT),
+        )
+        self._threads = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        try:
+            self.ready = self.wait_event({"event": "ready"}, timeout=ready_timeout)
+        except AssertionError:
+            self.stop()
+            raise
+
+    # -- background readers ---------------------------------------------------------
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = {"event": "_raw", "line": line}
+            with self._cond:
+                self.events.append(event)
+                self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+
+    # -- queries ------------------------------------------------------------------------
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    @property
+    def devices(self) -> list[dict]:
+        return self.ready.get("devices", [])
+
+    def device(self, name: str) -> dict:
+        for info in self.devices:
+            if info["name"] == name:
+                return info
+        raise KeyError(name)
+
+    def transport(self, i: int = 0) -> str:
+        """attled transport spec for host i: tcp:H:P, unix:/path or serial:/path."""
+        return self.ready["attled"][i]
+
+    def bumble_transport(self, i: int = 0) -> str:
+        """Bumble (host side) transport spec for host i."""
+        spec = self.transport(i)
+        return "tcp-client:" + spec[len("tcp:"):] if spec.startswith("tcp:") else spec
+
+    def mark(self) -> int:
+        """Index of the next event; pass as ``since=`` to wait only for newer events."""
+        with self._cond:
+            return len(self.events)
+
+    def find(self, pred: Pred, since: int = 0) -> list[dict]:
+        """All events so far (from index ``since``) that match ``pred``."""
+        test = _as_predicate(pred)
+        with self._cond:
+            return [e for e in self.events[since:] if test(e)]
+
+    def wait_event(self, pred: Pred, timeout: float = 10.0, since: int = 0) -> dict:
+        """Return the first event from index ``since`` matching ``pred``.
+
+        Waits up to ``timeout`` seconds; raises AssertionError on timeout or if
+        vworld exits first.
+        """
+        test = _as_predicate(pred)
+        deadline = time.monotonic() + timeout
+        index = since
+        with self._cond:
+            while True:
+                while index < len(self.events):
+                    if test(self.events[index]):
+                        return self.events[index]
+                    index += 1
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._eof:
+                    break
+                self._cond.wait(remaining)
+        why = "vworld exited" if self._eof else f"timeout after {timeout} s"
+        raise AssertionError(
+            f"no event matching {pred!r} ({why}).\nLast events:\n{self.format_events(-20)}"
+            f"\nvworld stderr (tail):\n{self.stderr[-3000:]}"
+        )
+
+    def format_events(self, start: int = 0) -> str:
+        with self._cond:
+            chosen = self.events[start:]
+        return "\n".join(json.dumps(e) for e in chosen)
+
+    # -- shutdown ------------------------------------------------------------------------
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """Terminate vworld (SIGTERM, then SIGKILL after ``timeout``); return its exit code."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        for thread in self._threads:
+            thread.join(2)
+        return self.proc.returncode
+
+
+def _host_spec(kind: str, index: int, workdir: Path) -> str:
+    if kind == "tcp":
+        return "tcp-server:127.0.0.1:0"  # vworld picks a free port and reports it
+    if kind == "unix":
+        return f"unix-server:{workdir / f'h{index}.sock'}"
+    if kind == "pty":
+        return f"pty:{workdir / f'h{index}-pty'}"
+    raise ValueError(f"host kind must be tcp, unix or pty, not {kind!r}")
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Remember each phase's report on the item so fixtures can see failures.
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture
+def world(request):
+    """Factory: ``world(devices=[...], hosts=["tcp"], legacy=False, extra_args=[])``.
+
+    devices:    vworld --device specs, "NAME:PROFILE[:key=value,...]".
+    hosts:      one entry per host controller: "tcp", "unix" or "pty".
+    legacy:     host controllers send legacy advertising reports.
+    extra_args: more vworld arguments (e.g. ["--spec-controller"]).
+    Returns a started ``World``; all worlds are stopped at teardown, and their
+    stderr and events are printed if the test failed.
+    """
+    worlds: list[World] = []
+    # Short directory: AF_UNIX paths are limited to 108 bytes.
+    workdir = Path(tempfile.mkdtemp(prefix="vw-", dir="/tmp"))
+
+    def start(
+        devices: Iterable[str] = (),
+        hosts: Iterable[str] = ("tcp",),
+        legacy: bool = False,
+        extra_args: Iterable[str] = (),
+        ready_timeout: float = READY_TIMEOUT,
+    ) -> World:
+        sub = workdir / f"w{len(worlds)}"
+        sub.mkdir()
+        args: list[str] = []
+        for i, kind in enumerate(hosts):
+            args += ["--host", _host_spec(kind, i, sub)]
+        for spec in devices:
+            args += ["--device", spec]
+        if legacy:
+            args.append("--legacy-reports")
+        args += list(extra_args)
+        w = World(args, sub, ready_timeout)
+        worlds.append(w)
+        return w
+
+    yield start
+
+    failed = any(
+        getattr(request.node, f"rep_{when}", None) is not None
+        and getattr(request.node, f"rep_{when}").failed
+        for when in ("setup", "call")
+    )
+    for w in worlds:
+        code = w.stop()
+        if failed:
+            print(f"\n--- vworld {' '.join(w.args)} (exit {code})")
+            print("--- events:\n" + w.format_events())
+            print("--- stderr:\n" + w.stderr)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(cmd: list[str], timeout: float, env: dict | None) -> subprocess.CompletedProcess:
+    full_env = None if env is None else {**os.environ, **env}
+    try:
+        return subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+            cwd=str(REPO_ROOT),
+        )
+    except subprocess.TimeoutExpired as error:
+        out = error.stdout.decode() if isinstance(error.stdout, bytes) else (error.stdout or "")
+        err = error.stderr.decode() if isinstance(error.stderr, bytes) else (error.stderr or "")
+        pytest.fail(f"{cmd[0]} timed out after {timeout} s (killed)\nstdout:\n{out}\nstderr:\n{err}")
+
+
+def run_attled(args: list[str], timeout: float = 20, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the attled binary with ``args``; hard timeout (fails the test if hit).
+
+    Returns CompletedProcess with text stdout and stderr.  ``env`` entries are
+    added to the inherited environment.
+    """
+    if not ATTLED.exists():
+        pytest.fail(f"attled binary not found at {ATTLED}: build it (swift build) or set ATTLED_BIN")
+    return _run([str(ATTLED), *map(str, args)], timeout, env)
+
+
+def run_bumble_central(args: list[str], timeout: float = 20, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run Tools/bumble_central.py (reference central) like run_attled."""
+    return _run([PYTHON, str(BUMBLE_CENTRAL), *map(str, args)], timeout, env)
+
+
+@pytest.fixture(name="run_attled")
+def _run_attled_fixture():
+    """The ``run_attled`` function, as a fixture."""
+    return run_attled
+
+
+@pytest.fixture(name="run_bumble_central")
+def _run_bumble_central_fixture():
+    """The ``run_bumble_central`` function, as a fixture."""
+    return run_bumble_central

@@ -1,0 +1,233 @@
+"""Tests of the test tools themselves (vworld, ledperipheral, bumble_central).
+
+They prove, with Bumble's own host stack as an independent central, that the
+virtual world behaves as the integration tests of attled assume: colours get
+set over every transport, properties are enforced on the wire, legacy reports
+appear when asked for, and the world ends cleanly.  attled is not involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+
+import pytest
+from conftest import TOOLS, World, run_bumble_central
+
+sys.path.insert(0, str(TOOLS))
+from ledperipheral import PROFILES  # noqa: E402
+
+# Expected advertising data of "CassarTech" (pycom): Complete Local Name +
+# Complete List of 128-bit UUIDs = 12 + 18 = 30 bytes; Flags (3 more) do not fit.
+CASSARTECH_ADV = (
+    "0b09" + "CassarTech".encode().hex()
+    + "1107" + "31323334353637383930313233343536"
+)
+
+
+def central(w: World, *args: str, host: int = 0) -> tuple[int, dict]:
+    """Run the reference central against host ``host``; return (exit code, JSON line)."""
+    result = run_bumble_central(["--transport", w.bumble_transport(host), "--timeout", "8", *args], timeout=15)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON from bumble_central:\n{result.stdout}\n{result.stderr}"
+    return result.returncode, json.loads(lines[-1])
+
+
+def test_ready_line_describes_the_world(world):
+    w = world(devices=["CassarTech:pycom", "Xenon:particle:init=1,2,3", "Harness:harness"], hosts=["tcp", "unix", "pty"])
+    assert w.transport(0).startswith("tcp:127.0.0.1:")
+    assert w.transport(1).startswith("unix:") and w.transport(1).endswith("h1.sock")
+    assert w.transport(2).startswith("serial:") and w.transport(2).endswith("h2-pty")
+    assert w.ready["host_addresses"] == ["F0:F1:F2:F3:F4:01", "F0:F1:F2:F3:F4:02", "F0:F1:F2:F3:F4:03"]
+    pycom = w.device("CassarTech")
+    assert pycom["profile"] == "pycom"
+    assert pycom["address"] == "C0:11:22:33:44:55"
+    assert pycom["adv_data"] == CASSARTECH_ADV
+    assert pycom["handles"] == {"red": 0x10, "green": 0x12, "blue": 0x14}
+    assert w.device("Xenon")["rgb"] == [1, 2, 3]
+    assert w.device("Xenon")["address"] == "C0:11:22:33:44:56"
+    # Short names leave room for Flags (LE General Discoverable, no BR/EDR).
+    assert w.device("Xenon")["adv_data"].startswith("020106")
+    assert w.device("Harness")["service"] == "19b10010-e8f2-537e-4f6c-d104768a1214"
+    assert w.stop() == 0
+    assert w.find({"event": "exit"})
+
+
+@pytest.mark.parametrize("profile, ops", [("pycom", ["request"] * 3), ("particle", ["command"] * 3)])
+def test_central_sets_colour_over_tcp(world, profile, ops):
+    w = world(devices=[f"CassarTech:{profile}"])
+    code, out = central(w, "--name", "CassarTech", "--rgb", "255,0,0")
+    assert code == 0, out
+    assert out["result"] == "ok" and out["profile"] == profile and out["ops"] == ops
+    assert out["address"] == "C0:11:22:33:44:55"
+
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [255, 0, 0]})
+    writes = w.find({"event": "write", "device": "CassarTech"})
+    assert [(e["char"], e["value"], e["op"]) for e in writes] == [
+        ("red", "ff", ops[0]), ("green", "00", ops[1]), ("blue", "00", ops[2]),
+    ]
+    assert [e["uuid"] for e in writes] == [c.uuid.lower() for c in PROFILES[profile].chars]
+    assert not w.find({"event": "rejected"})
+    # The central disconnects (0x13) and the peripheral advertises again.
+    w.wait_event({"event": "disconnected", "device": "CassarTech", "reason": 0x13})
+    again = w.find({"event": "advertising", "device": "CassarTech"})
+    assert len(again) >= 1
+    w.wait_event({"event": "advertising", "device": "CassarTech"}, since=w.events.index(again[0]) + 1)
+
+
+def test_write_request_to_particle_is_refused(world):
+    w = world(devices=["Xenon:particle:init=7,7,7"])
+    code, out = central(w, "--name", "Xenon", "--rgb", "1,2,3", "--op", "request")
+    assert code == 5, out
+    assert out["result"] == "error" and out["stage"] == "write"
+    assert out["att_error"] == 0x03  # Write Not Permitted, received on the wire
+    rejected = w.wait_event({"event": "rejected", "device": "Xenon"})
+    assert rejected["char"] == "red" and rejected["op"] == "request"
+    assert rejected["error"] == 0x03 and rejected["responded"] is True
+    w.wait_event({"event": "disconnected", "device": "Xenon"})
+    assert not w.find({"event": "write"})
+    assert not w.find({"event": "state"})
+
+
+def test_write_command_to_pycom_is_dropped(world):
+    w = world(devices=["CassarTech:pycom:init=5,6,7"])
+    code, out = central(w, "--name", "CassarTech", "--rgb", "1,2,3", "--op", "command")
+    assert code == 0, out  # commands get no response, so the central cannot tell
+    w.wait_event({"event": "disconnected", "device": "CassarTech"})
+    rejected = w.find({"event": "rejected", "device": "CassarTech"})
+    assert [(e["char"], e["op"], e["error"], e["responded"]) for e in rejected] == [
+        ("red", "command", 3, False), ("green", "command", 3, False), ("blue", "command", 3, False),
+    ]
+    assert not w.find({"event": "write"})
+
+
+def test_harness_commands_and_notifications(world):
+    w = world(devices=["Harness:harness"])
+    code, out = central(w, "--name", "Harness", "--command", "1,3,0,4", "--subscribe")
+    assert code == 0, out
+    assert out["profile"] == "harness" and out["ops"] == ["request"] * 4
+    assert out["notifications"] == ["01", "03", "00", "04"]
+    w.wait_event({"event": "state", "device": "Harness", "buttons": [0, 0], "commands": [1, 3, 0, 4]})
+    states = w.find({"event": "state", "device": "Harness"})
+    assert [s["buttons"] for s in states] == [[1, 0], [1, 1], [0, 1], [0, 0]]
+    assert w.find({"event": "subscribe", "char": "button", "notify": True})
+
+
+@pytest.mark.parametrize("kind", ["unix", "pty"])
+def test_central_over_unix_and_pty(world, kind):
+    w = world(devices=["CassarTech:pycom"], hosts=[kind])
+    code, out = central(w, "--name", "CassarTech", "--rgb", "0,128,255")
+    assert code == 0, out
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0, 128, 255]})
+
+
+def test_reconnect_after_disconnect(world):
+    w = world(devices=["CassarTech:pycom"])
+    for rgb in ([1, 1, 1], [2, 2, 2], [3, 3, 3]):
+        code, out = central(w, "--name", "CassarTech", "--rgb", ",".join(map(str, rgb)))
+        assert code == 0, out
+        w.wait_event({"event": "state", "device": "CassarTech", "rgb": rgb})
+    assert len(w.find({"event": "connected"})) == 3
+    assert len(w.find({"event": "disconnected"})) == 3
+
+
+def test_legacy_reports(world):
+    w = world(devices=["CassarTech:pycom"], legacy=True)
+    code, out = central(w, "--name", "CassarTech", "--rgb", "9,9,9")
+    assert code == 0, out
+    assert out["legacy_report"] is True
+    w2 = world(devices=["CassarTech:pycom"])
+    code, out = central(w2, "--name", "CassarTech", "--rgb", "9,9,9")
+    assert code == 0, out
+    assert out["legacy_report"] is False
+
+
+def test_two_hosts_two_devices(world):
+    w = world(devices=["A:pycom", "B:particle"], hosts=["tcp", "tcp"])
+    code_a, out_a = central(w, "--name", "A", "--rgb", "10,0,0", host=0)
+    code_b, out_b = central(w, "--name", "B", "--rgb", "0,10,0", host=1)
+    assert (code_a, code_b) == (0, 0), (out_a, out_b)
+    w.wait_event({"event": "state", "device": "A", "rgb": [10, 0, 0]})
+    w.wait_event({"event": "state", "device": "B", "rgb": [0, 10, 0]})
+
+
+def test_second_host_on_one_controller_is_refused(world):
+    w = world(devices=[], hosts=["tcp"])
+    port = int(w.transport().rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as first:
+        w.wait_event({"event": "host_connected", "host": 0})
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as second:
+            w.wait_event({"event": "host_refused", "host": 0})
+            second.settimeout(5)
+            assert second.recv(16) == b""  # closed by vworld
+        # The first host still owns the controller: HCI_Reset is answered.
+        first.settimeout(5)
+        first.sendall(bytes.fromhex("01030c00"))
+        assert first.recv(16) == bytes.fromhex("040e0401030c00")
+    w.wait_event({"event": "host_disconnected", "host": 0})
+
+
+def test_sigterm_exits_zero(world):
+    w = world(devices=["CassarTech:pycom"])
+    assert w.stop() == 0
+
+
+# -----------------------------------------------------------------------------
+# Raw ATT checks with Bumble in-process (values the reference central never sends)
+# -----------------------------------------------------------------------------
+async def _raw_att(transport: str, address: str, pdus: list) -> list:
+    """Connect to ``address`` through ``transport`` and send ``pdus``.
+
+    Requests return their response PDU, commands None.  Bounded by the caller.
+    """
+    from bumble import hci
+    from bumble.device import Device
+    from bumble.transport import open_transport
+
+    async with await open_transport(transport) as (source, sink):
+        device = Device.with_hci("raw", hci.Address("F0:00:00:00:00:02"), source, sink)
+        await device.power_on()
+        connection = await device.connect(hci.Address(address), own_address_type=hci.OwnAddressType.RANDOM, timeout=5)
+        results = []
+        for pdu in pdus:
+            if pdu.op_code in (0x52, 0xD2):
+                await connection.gatt_client.send_command(pdu)
+                results.append(None)
+            else:
+                results.append(await connection.gatt_client.send_request(pdu))
+        await connection.disconnect()
+        return results
+
+
+def test_property_and_length_enforcement_on_the_wire(world):
+    from bumble import att
+
+    w = world(devices=["CassarTech:pycom", "Harness:harness"])
+    pycom, harness = w.device("CassarTech"), w.device("Harness")
+    red = pycom["handles"]["red"]
+    button = harness["handles"]["button"]
+
+    results = asyncio.run(asyncio.wait_for(_raw_att(w.bumble_transport(), pycom["address"], [
+        att.ATT_Write_Request(attribute_handle=red, attribute_value=b"\x01\x02"),  # too long
+        att.ATT_Write_Request(attribute_handle=red, attribute_value=b""),  # too short
+        att.ATT_Write_Request(attribute_handle=red - 1, attribute_value=b"\x00"),  # declaration
+        att.ATT_Write_Command(attribute_handle=red, attribute_value=b"\x09\x09"),  # dropped
+        att.ATT_Write_Request(attribute_handle=red, attribute_value=b"\x42"),  # fine
+        att.ATT_Read_Request(attribute_handle=red),
+    ]), 15))
+    errors = [getattr(r, "error_code", None) for r in results]
+    assert errors == [0x0D, 0x0D, 0x03, None, None, None]
+    assert results[4].op_code == att.Opcode.ATT_WRITE_RESPONSE
+    assert results[5].op_code == att.Opcode.ATT_READ_RESPONSE and results[5].attribute_value == b"\x42"
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0x42, 0, 0]})
+    assert len(w.find({"event": "rejected", "device": "CassarTech"})) == 4
+
+    w.wait_event({"event": "advertising", "device": "CassarTech"}, since=w.mark() - 1)
+    results = asyncio.run(asyncio.wait_for(_raw_att(w.bumble_transport(), harness["address"], [
+        att.ATT_Write_Request(attribute_handle=button, attribute_value=b"\x01"),  # READ|NOTIFY only
+        att.ATT_Read_Request(attribute_handle=button),
+    ]), 15))
+    assert results[0].error_code == 0x03
+    assert results[1].op_code == att.Opcode.ATT_READ_RESPONSE

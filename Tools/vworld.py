@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+"""vworld: a virtual Bluetooth LE world for testing attled.
+
+One process, one Bumble LocalLink (the "air"), and on it:
+
+* host controllers (``--host SPEC``, repeatable): Bumble virtual controllers
+  served as H4 on a transport for attled (or any host) to use:
+    tcp-server:127.0.0.1:PORT   attled: tcp:127.0.0.1:PORT  (PORT 0 = pick one;
+                                the ready line reports the real port)
+    unix-server:/path.sock      attled: unix:/path.sock
+    pty:/path/link              attled: serial:/path/link   (pseudo terminal)
+  One host per controller at a time: a second client connecting while one is
+  attached is refused (closed at once, "host_refused" event).
+* LED peripherals (``--device NAME:PROFILE[:key=value,...]``, repeatable): a
+  Bumble Device with the pycom / particle / harness GATT profile on its own
+  virtual controller (see ledperipheral.py for the options and behaviour).
+
+Alternatively ``--peripheral-transport SPEC`` attaches the (single) --device
+to an external controller over a Bumble transport (e.g. tcp-client:HOST:PORT).
+
+Everything observable is printed on stdout as JSON lines, one per event,
+flushed.  Each line has "event" and "t" (seconds since start).  Main events:
+
+  {"event":"ready","hosts":[SPEC...],"attled":[SPEC...],"devices":[{...}],...}
+  {"event":"host_connected","host":I} / host_disconnected / host_refused
+  {"event":"connected","device":NAME,"peer":ADDR,"peer_type":0|1,"handle":H}
+  {"event":"disconnected","device":NAME,"reason":INT}
+  {"event":"write","device":NAME,"char":"red|green|blue|command","uuid":..,
+   "handle":INT,"value":"hex","op":"request|command|execute"}
+  {"event":"rejected","device":NAME,...,"op":..,"error":INT,"responded":BOOL}
+  {"event":"state","device":NAME,"profile":"pycom","rgb":[r,g,b]}
+  {"event":"state","device":NAME,"profile":"harness","buttons":[b1,b2],
+   "commands":[...]}
+  plus advertising, att, mtu, read, subscribe, notify, conn_update,
+  conn_params, security_request, smp, exit (see ledperipheral.LedPeripheral).
+
+SIGTERM / SIGINT end it cleanly (exit 0); with --exit-on-stdin-eof it also
+ends when stdin closes; --lifetime SEC is a hard upper bound on its life.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# Allow "python Tools/vworld.py" and "import vworld" from anywhere.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bumble import core, hci, ll  # noqa: E402
+from bumble.controller import Controller  # noqa: E402
+from bumble.host import Host  # noqa: E402
+from bumble.link import LocalLink  # noqa: E402
+from bumble.snoop import BtSnooper, Snooper  # noqa: E402
+from bumble.transport import open_transport  # noqa: E402
+from bumble.transport.common import AsyncPipeSink, PacketParser  # noqa: E402
+
+from ledperipheral import LedPeripheral, PeripheralOptions, build_advertising_data  # noqa: E402
+
+logger = logging.getLogger("vworld")
+
+START = time.monotonic()
+
+
+# -----------------------------------------------------------------------------
+# Event output
+# -----------------------------------------------------------------------------
+def emit(event: dict[str, Any]) -> None:
+    """Print one JSON event line on stdout, flushed."""
+    line = {"event": event["event"], "t": round(time.monotonic() - START, 4)}
+    line.update({k: v for k, v in event.items() if k != "event"})
+    try:
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+
+
+# -----------------------------------------------------------------------------
+# The air
+# -----------------------------------------------------------------------------
+class Air(LocalLink):
+    """LocalLink whose LE ACL data carries the connection's own address.
+
+    Stock LocalLink stamps LE ACL data with the sender controller's random
+    address, so a link made with own_address_type=public (or before LE Set
+    Random Address) carries no data at all.  Here the source is the address
+    the sender used in that connection, as on real air.
+    """
+
+    def send_acl_data(self, sender_controller, destination_address, transport, data):
+        if transport == core.PhysicalTransport.LE:
+            connection = sender_controller.le_connections.get(destination_address)
+            if connection is not None:
+                destination = self.find_le_controller(destination_address)
+                if destination is not None:
+                    source = connection.self_address
+                    asyncio.get_running_loop().call_soon(
+                        lambda: destination.on_link_acl_data(source, transport, data)
+                    )
+                return
+        super().send_acl_data(sender_controller, destination_address, transport, data)
+
+
+# -----------------------------------------------------------------------------
+# Host controllers
+# -----------------------------------------------------------------------------
+class HostController(Controller):
+    """A Bumble controller for an external host (attled), with options.
+
+    legacy:  hide LE Extended Advertising (and Periodic) in the LE features,
+             so advertisements are reported as legacy LE Advertising Reports
+             (LE Meta subevent 0x02) instead of extended ones (0x0D).
+    spec:    fix some stock behaviours to what the Core spec requires:
+             - HCI_Reset drops links (peer sees 0x08), scanning, advertising,
+               a pending connection and the random address;
+             - LE Create Connection Cancel with a pending connection: Command
+               Complete 0x00 then LE Connection Complete status 0x02 (Unknown
+               Connection Identifier); without one: Command Disallowed 0x0C;
+             - HCI_Disconnect: the local Disconnection Complete carries 0x16
+               (Connection Terminated By Local Host), unknown handle gives
+               Command Status 0x02.
+    """
+
+    def __init__(self, name: str, link: LocalLink, public_address: str, legacy: bool, spec: bool):
+        super().__init__(name, link=link, public_address=public_address)
+        self.spec_mode = spec
+        if legacy:
+            self.le_features = Controller.le_features & ~(
+                hci.LeFeatureMask.LE_EXTENDED_ADVERTISING | hci.LeFeatureMask.LE_PERIODIC_ADVERTISING
+            )
+
+    # -- helpers ----------------------------------------------------------------
+    def drop_everything(self, reason: int = hci.HCI_CONNECTION_TIMEOUT_ERROR) -> None:
+        """Forget all state as if power-cycled; peers see their links time out."""
+        for connection in list(self.le_connections.values()):
+            connection.send_ll_control_pdu(ll.TerminateInd(reason))
+            del self.le_connections[connection.peer_address]
+        self.pending_le_connection = None
+        self.le_scan_enable = False
+        self.le_legacy_advertiser.stop()
+        for advertising_set in self.advertising_sets.values():
+            advertising_set.stop()
+        self.advertising_sets.clear()
+        self.random_address = hci.Address("00:00:00:00:00:00")
+
+    # -- spec-mode command overrides ------------------------------------------------
+    def on_hci_reset_command(self, command):
+        if self.spec_mode:
+            self.drop_everything()
+            self.event_mask = 0
+            self.le_event_mask = 0
+        return super().on_hci_reset_command(command)
+
+    def on_hci_le_create_connection_cancel_command(self, command):
+        if not self.spec_mode:
+            return super().on_hci_le_create_connection_cancel_command(command)
+        pending = self.pending_le_connection
+        if pending is None:
+            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
+        self.pending_le_connection = None
+        event = hci.HCI_LE_Connection_Complete_Event(
+            status=hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR,
+            connection_handle=0,
+            role=hci.Role.CENTRAL,
+            peer_address_type=pending.peer_address.address_type,
+            peer_address=pending.peer_address,
+            connection_interval=0,
+            peripheral_latency=0,
+            supervision_timeout=0,
+            central_clock_accuracy=0,
+        )
+        # The Command Complete (sent by our caller after we return) must come
+        # first; one call_soon hop puts this event behind it.
+        asyncio.get_running_loop().call_soon(self.send_hci_packet, event)
+        return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
+
+    def on_hci_disconnect_command(self, command):
+        if not self.spec_mode:
+            return super().on_hci_disconnect_command(command)
+        connection = self.find_le_connection_by_handle(command.connection_handle)
+        if connection is None:
+            if self.find_connection_by_handle(command.connection_handle) is None:
+                self._send_hci_command_status(
+                    hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR, command.op_code
+                )
+                return None
+            return super().on_hci_disconnect_command(command)
+        self._send_hci_command_status(hci.HCI_COMMAND_STATUS_PENDING, command.op_code)
+        connection.send_ll_control_pdu(ll.TerminateInd(command.reason))
+        self.on_le_disconnected(connection, hci.HCI_CONNECTION_TERMINATED_BY_LOCAL_HOST_ERROR)
+        return None
+
+
+class SnoopTap:
+    """Packet sink wrapper that records every packet into a btsnoop file."""
+
+    def __init__(self, sink, snooper: BtSnooper, file, direction: Snooper.Direction):
+        self.sink, self.snooper, self.file, self.direction = sink, snooper, file, direction
+
+    def on_packet(self, packet: bytes) -> None:
+        self.snooper.snoop(packet, self.direction)
+        self.file.flush()
+        self.sink.on_packet(packet)
+
+
+class SingleHostServer:
+    """H4 over a TCP or Unix stream server socket, one host at a time.
+
+    Compared with Bumble's tcp-server / unix-server transports: a second client
+    does not silently share the controller.  It waits (its bytes buffered) for
+    up to HANDOVER_S for the current client to go away -- a host process that
+    exits and a new one that connects may be seen in either order -- and is
+    refused (closed, "host_refused" event) if the current client stays.  The
+    H4 parser is reset for every new client (a half-sent packet from a previous
+    client cannot corrupt the next one), and connects / disconnects are
+    reported as host_connected / host_disconnected events.
+    """
+
+    HANDOVER_S = 0.5
+
+    def __init__(self, index: int, on_host_gone=None):
+        self.index = index
+        self.parser = PacketParser()
+        self.client: asyncio.Transport | None = None
+        self.waiting: list = []  # protocols waiting for the current client to leave
+        self.server: asyncio.AbstractServer | None = None
+        self.on_host_gone = on_host_gone
+        self.unix_path: str | None = None
+
+    # TransportSource side (packets from the host go to the controller)
+    def set_packet_sink(self, sink) -> None:
+        self.parser.set_packet_sink(sink)
+
+    # TransportSink side (packets from the controller go to the host)
+    def on_packet(self, packet: bytes) -> None:
+        if self.client is not None:
+            self.client.write(packet)
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except core.InvalidPacketError as error:
+            emit({"event": "h4_error", "host": self.index, "detail": str(error)})
+
+    def _activate(self, protocol) -> None:
+        self.client = protocol.transport
+        self.parser.reset()
+        emit({"event": "host_connected", "host": self.index})
+        if protocol.pending:
+            data, protocol.pending = bytes(protocol.pending), None
+            self._feed(data)
+        protocol.pending = None
+
+    def _protocol(self):
+        server = self
+
+        class Protocol(asyncio.Protocol):
+            transport: asyncio.Transport
+            pending: bytearray | None = None  # bytes received while waiting
+
+            def connection_made(self, transport):
+                self.transport = transport
+                if server.client is None:
+                    server._activate(self)
+                    return
+                self.pending = bytearray()
+                server.waiting.append(self)
+                asyncio.get_running_loop().call_later(server.HANDOVER_S, self._refuse_if_waiting)
+
+            def _refuse_if_waiting(self):
+                if self in server.waiting:
+                    server.waiting.remove(self)
+                    emit({"event": "host_refused", "host": server.index})
+                    self.transport.close()
+
+            def data_received(self, data):
+                if server.client is self.transport:
+                    server._feed(data)
+                elif self.pending is not None:
+                    self.pending += data
+
+            def connection_lost(self, exc):
+                if self in server.waiting:
+                    server.waiting.remove(self)
+                    return
+                if server.client is not self.transport:
+                    return
+                server.client = None
+                server.parser.reset()
+                emit({"event": "host_disconnected", "host": server.index})
+                if server.on_host_gone:
+                    server.on_host_gone()
+                if server.waiting:
+                    server._activate(server.waiting.pop(0))
+
+        return Protocol()
+
+    async def listen_tcp(self, host: str, port: int) -> int:
+        self.server = await asyncio.get_running_loop().create_server(
+            self._protocol, host=host, port=port, family=socket.AF_INET, reuse_address=True
+        )
+        return self.server.sockets[0].getsockname()[1]
+
+    async def listen_unix(self, path: str) -> None:
+        self.unix_path = path
+        self.server = await asyncio.get_running_loop().create_unix_server(self._protocol, path)
+
+    async def close(self) -> None:
+        for protocol in self.waiting:
+            protocol.transport.close()
+        self.waiting.clear()
+        if self.client is not None:
+            self.client.close()
+        if self.server is not None:
+            self.server.close()
+        if self.unix_path:
+            try:
+                os.unlink(self.unix_path)
+            except OSError:
+                pass
+
+
+class HostPort:
+    """One --host: a HostController plus the transport serving it."""
+
+    def __init__(self, index: int, spec: str, args, link: LocalLink):
+        self.index = index
+        self.spec = spec
+        self.actual_spec = spec
+        self.attled_spec = ""
+        self.args = args
+        self.public_address = f"F0:F1:F2:F3:F4:{index + 1:02X}"
+        self.controller = HostController(
+            f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller
+        )
+        self.server: SingleHostServer | None = None
+        self.transport = None  # a Bumble transport (pty and other specs)
+        self.snoop_file = None
+
+    async def open(self) -> None:
+        kind, _, rest = self.spec.partition(":")
+        source = sink = None
+        if kind == "tcp-server":
+            host, _, port = rest.rpartition(":")
+            host = host or "127.0.0.1"
+            self.server = SingleHostServer(self.index, self._host_gone)
+            port_no = await self.server.listen_tcp("0.0.0.0" if host == "_" else host, int(port))
+            self.actual_spec = f"tcp-server:{host}:{port_no}"
+            self.attled_spec = f"tcp:{'127.0.0.1' if host in ('_', '0.0.0.0') else host}:{port_no}"
+            source = sink = self.server
+        elif kind == "unix-server":
+            self.server = SingleHostServer(self.index, self._host_gone)
+            await self.server.listen_unix(rest)
+            self.attled_spec = f"unix:{rest}"
+            source = sink = self.server
+        else:
+            # pty:/path (attled: serial:/path) and anything else Bumble knows.
+            self.transport = await open_transport(self.spec)
+            source, sink = self.transport.source, self.transport.sink
+            self.attled_spec = f"serial:{rest}" if kind == "pty" else self.spec
+        controller_in, host_out = self.controller, sink
+        if self.args.snoop:
+            path = self.args.snoop.format(i=self.index)
+            self.snoop_file = open(path, "wb")  # noqa: SIM115 - closed in close()
+            snooper = BtSnooper(self.snoop_file)
+            controller_in = SnoopTap(self.controller, snooper, self.snoop_file, Snooper.Direction.HOST_TO_CONTROLLER)
+            host_out = SnoopTap(sink, snooper, self.snoop_file, Snooper.Direction.CONTROLLER_TO_HOST)
+        source.set_packet_sink(controller_in)
+        self.controller.host = host_out
+
+    def _host_gone(self) -> None:
+        if self.args.reset_on_host_close:
+            self.controller.drop_everything()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+        if self.transport is not None:
+            await self.transport.close()
+        if self.snoop_file is not None:
+            self.snoop_file.close()
+
+
+# -----------------------------------------------------------------------------
+# Main
+# -----------------------------------------------------------------------------
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Virtual BLE world: Bumble host controllers + LED peripherals on one link.",
+        epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N "
+        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B",
+    )
+    parser.add_argument("--host", action="append", default=[], metavar="SPEC",
+                        help="host controller transport: tcp-server:127.0.0.1:PORT, "
+                        "unix-server:/path.sock, pty:/path/link (repeatable)")
+    parser.add_argument("--device", action="append", default=[], metavar="NAME:PROFILE[:k=v,...]",
+                        help="LED peripheral, profile pycom|particle|harness (repeatable)")
+    parser.add_argument("--legacy-reports", action="store_true",
+                        help="host controllers hide extended advertising: legacy LE Advertising Reports")
+    parser.add_argument("--spec-controller", action="store_true",
+                        help="host controllers: real HCI_Reset, Create Connection Cancel and Disconnect")
+    parser.add_argument("--reset-on-host-close", action="store_true",
+                        help="when a host's socket closes, its controller drops links/scan/connect")
+    parser.add_argument("--peripheral-transport", metavar="SPEC",
+                        help="attach the single --device to an external controller over this transport")
+    parser.add_argument("--snoop", metavar="PATTERN",
+                        help="write each host controller's HCI traffic to a btsnoop file; {i} = host index")
+    parser.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin is closed")
+    parser.add_argument("--lifetime", type=float, default=0, metavar="SEC",
+                        help="exit after SEC seconds (0 = no limit)")
+    parser.add_argument("--verbose", "-v", action="count", default=0,
+                        help="log to stderr (-v: info, -vv: debug incl. every HCI packet)")
+    args = parser.parse_args(argv)
+    if args.peripheral_transport and len(args.device) != 1:
+        parser.error("--peripheral-transport needs exactly one --device")
+    if not args.host and not args.device:
+        parser.error("nothing to run: give --host and/or --device")
+    # Validate device specs (and their advertising data) before starting anything.
+    try:
+        args.device_options = [PeripheralOptions.parse(spec, i) for i, spec in enumerate(args.device)]
+        for opts in args.device_options:
+            build_advertising_data(opts)
+    except ValueError as error:
+        parser.error(str(error))
+    return args
+
+
+async def run(args) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if args.exit_on_stdin_eof:
+        fd = sys.stdin.fileno()
+
+        def on_stdin() -> None:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:
+                loop.remove_reader(fd)
+                stop.set()
+
+        loop.add_reader(fd, on_stdin)
+    if args.lifetime > 0:
+        loop.call_later(args.lifetime, stop.set)
+
+    air = Air()
+    hosts = [HostPort(i, spec, args, air) for i, spec in enumerate(args.host)]
+    peripherals: list[LedPeripheral] = []
+    transports = []
+    try:
+        for host in hosts:
+            await host.open()
+
+        for opts in args.device_options:
+            index = len(peripherals)
+            peripheral = LedPeripheral(opts, emit)
+            if args.peripheral_transport:
+                transport = await open_transport(args.peripheral_transport)
+                transports.append(transport)
+                device_host = Host(transport.source, transport.sink)
+            else:
+                controller = Controller(f"P{index}", link=air)
+                device_host = Host(controller, AsyncPipeSink(controller))
+            peripheral.attach(device_host)
+            peripherals.append(peripheral)
+
+        # Power on and advertise, each with a deadline.
+        for peripheral in peripherals:
+            await asyncio.wait_for(peripheral.start(), 10.0)
+
+        emit({
+            "event": "ready",
+            "pid": os.getpid(),
+            "hosts": [h.actual_spec for h in hosts],
+            "attled": [h.attled_spec for h in hosts],
+            "host_addresses": [h.public_address for h in hosts],
+            "legacy_reports": bool(args.legacy_reports),
+            "spec_controller": bool(args.spec_controller),
+            "devices": [p.describe() for p in peripherals],
+        })
+
+        await stop.wait()
+    finally:
+        # Bounded clean-up: disconnect peripherals, close every transport.
+        async def cleanup() -> None:
+            for peripheral in peripherals:
+                await peripheral.stop()
+            for host in hosts:
+                await host.close()
+            for transport in transports:
+                await transport.close()
+
+        try:
+            await asyncio.wait_for(cleanup(), 3.0)
+        except Exception as error:  # noqa: BLE001
+            logger.warning("cleanup: %s", error)
+        emit({"event": "exit"})
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return asyncio.run(run(args))
+    except (ValueError, OSError) as error:
+        print(f"vworld: {error}", file=sys.stderr)
+        emit({"event": "error", "detail": str(error)})
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
