@@ -161,7 +161,7 @@ public final class Central {
         var d = devices[rep.address] ?? DiscoveredDevice(address: rep.address, rssi: rep.rssi, connectable: rep.isConnectable,
                                                          advertisement: AdvertisingData(), scanResponse: nil,
                                                          firstSeen: now, lastSeen: now, reports: 0)
-        let before = (d.name, d.serviceUUIDs, d.merged.structures.count)
+        let before = Self.signature(d)
         if rep.isScanResponse {
             // A scan response that repeats the advertisement (seen from some controllers) adds nothing new.
             d.scanResponse = ad
@@ -174,11 +174,17 @@ public final class Central {
         d.reports += 1
         devices[rep.address] = d
         if isNew { order.append(rep.address) }
-        let changed = isNew || before.0 != d.name || before.1 != d.serviceUUIDs || before.2 != d.merged.structures.count
+        let changed = isNew || before != Self.signature(d)
         if changed {
             pendingChecks.append(rep.address)
             onDeviceUpdate?(d, isNew)
         }
+    }
+
+    /// The distinct AD structures a device has shown: a change means something new was learned
+    /// (a scan response that repeats the advertisement, as some controllers send, is not news).
+    static func signature(_ d: DiscoveredDevice) -> Set<[UInt8]> {
+        Set(d.merged.structures.map { [$0.type.rawValue] + $0.data })
     }
 
     // MARK: connecting
@@ -193,7 +199,21 @@ public final class Central {
         defer { connecting = nil }
         let deadline = Instant.now().adding(ms: timeoutMs)
         try host.executeExpectingStatus(useExtendedCommands ? req.extendedCommand : req.command)
-        let done = try host.pump(until: deadline) { connectResult != nil }
+        let done: Bool
+        do {
+            done = try host.pump(until: deadline) { connectResult != nil }
+        } catch HCIError.interrupted(let sig) {
+            // Ctrl-C/SIGTERM while connecting: cancel, and drop a connection that won the race.
+            let wasInterruptible = host.interruptible
+            host.interruptible = false
+            defer { host.interruptible = wasInterruptible }
+            _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: 500)
+            _ = try? host.pump(until: Instant.now().adding(ms: 300)) { connectResult != nil }
+            if let cc = connectResult, cc.status == .success, let c = connections[cc.handle] {
+                try? disconnect(c, timeoutMs: 500)
+            }
+            throw HCIError.interrupted(signal: sig)
+        }
         if !done {
             // Cancel; the controller answers with LE Connection Complete (Unknown
             // Connection Identifier), or a connection that won the race.

@@ -1,1 +1,6 @@
-print("x")
+import AttledCLI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+exit(runCLI(Array(CommandLine.arguments.dropFirst()), environment: processEnvironment()))

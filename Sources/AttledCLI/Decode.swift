@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+import BLETransport
+import BLETrace
+
+/// `attled decode FILE`: prints a btsnoop capture with the --trace decoder.
+func runDecode(_ opts: Options) -> Int32 {
+    let path = opts.files[0]
+    let fd: Int32 = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+    if fd < 0 {
+        Console.err("attled: error: cannot open \(path): \(errnoName(errno))")
+        return ExitCode.unavailable.rawValue
+    }
+    var bytes: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { break }
+        bytes += buf[0..<n]
+        if bytes.count > 512 * 1024 * 1024 { break }
+    }
+    if fd != 0 { close(fd) }
+    let (records, error) = Btsnoop.parse(bytes)
+    let decoder = PacketDecoder()
+    let t0 = records.first?.timestampUs ?? 0
+    for rec in records {
+        let d = decoder.decode(rec.packet, rec.direction)
+        if let f = opts.filter {
+            if f == "hci" && d.layer != "hci" { continue }
+            if f == "adv" && d.layer != "adv" { continue }
+            if f == "att" && d.layer != "att" { continue }
+            if f == "l2cap" && !(d.layer == "l2cap" || d.layer == "att") { continue }
+        }
+        Console.out(Tracer.format(d, packet: rec.packet, number: rec.number, seconds: rec.timestampUs >= t0 ? rec.timestampUs - t0 : 0, hex: opts.trace == .hex))
+    }
+    if let e = error {
+        Console.err("attled: error: \(path): \(e)")
+        return ExitCode.dataError.rawValue
+    }
+    return 0
+}

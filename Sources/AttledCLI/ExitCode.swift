@@ -1,0 +1,75 @@
+import BLEWire
+import BLETransport
+import BLEHCI
+import BLEGAP
+import BLEATT
+import BLEGATT
+
+/// Process exit codes; each failure class has its own (README lists them).
+public enum ExitCode: Int32, Sendable {
+    case ok = 0
+    case failure = 1
+    case deviceNotFound = 3
+    case connectionFailed = 4
+    case notFound = 5
+    case attError = 6
+    case linkLost = 7
+    case usage = 64
+    case dataError = 65
+    case unavailable = 69
+    case ioError = 74
+    case busy = 75
+    case controller = 76
+    case permission = 77
+    case sigint = 130
+    case sigterm = 143
+}
+
+/// A failure of a run: the message to print and the exit code.
+public struct RunError: Error, Sendable {
+    public var message: String
+    public var code: ExitCode
+    public init(_ message: String, _ code: ExitCode) { self.message = message; self.code = code }
+}
+
+/// Maps any error from the stack to a message and an exit code.
+public func classify(_ error: Error) -> RunError {
+    switch error {
+    case let e as RunError: return e
+    case let e as UsageError: return RunError(e.message, .usage)
+    case let e as TransportError: return classifyTransport(e)
+    case let e as HCIError:
+        switch e {
+        case .transport(let t):
+            if case .closedByPeer = t { return RunError(t.description, .ioError) }
+            return classifyTransport(t)
+        case .interrupted(let s): return RunError("interrupted", s == 15 ? .sigterm : .sigint)
+        case .commandFailed, .commandTimeout, .hardwareError, .malformed: return RunError(e.description, .controller)
+        }
+    case let e as GAPError: return RunError(e.description, .connectionFailed)
+    case let e as ATTError:
+        switch e {
+        case .errorResponse: return RunError(e.description, .attError)
+        case .timeout, .disconnected, .bearerClosed: return RunError(e.description, .linkLost)
+        case .unexpectedResponse, .malformedResponse, .tooLong: return RunError(e.description, .attError)
+        }
+    case let e as GATTError:
+        switch e {
+        case .serviceNotFound, .characteristicNotFound, .noClientConfiguration: return RunError(e.description, .notFound)
+        case .notPermitted: return RunError(e.description, .attError)
+        case .discoveryStalled, .malformed: return RunError(e.description, .attError)
+        }
+    case let e as WireError: return RunError(e.description, .dataError)
+    default: return RunError("\(error)", .failure)
+    }
+}
+
+func classifyTransport(_ e: TransportError) -> RunError {
+    switch e {
+    case .invalidSpec: return RunError(e.description, .usage)
+    case .noBluetoothInKernel, .noSuchAdapter, .refused, .unreachable, .deviceMissing: return RunError(e.description, .unavailable)
+    case .adapterBusy: return RunError(e.description, .busy)
+    case .permissionDenied: return RunError(e.description, .permission)
+    case .closedByPeer, .io, .corruptStream: return RunError(e.description, .ioError)
+    }
+}

@@ -1,0 +1,242 @@
+import BLEWire
+import BLETransport
+import LEDProfile
+
+/// What the user asked for. A command is a struct of named options whose
+/// values parse themselves; usage errors exit 64 with the usage line.
+public struct Options: Sendable {
+    public enum Command: String, Sendable, CaseIterable {
+        case set, scan, get, send, listen, gatt, decode, help, version
+    }
+    public enum TraceMode: Sendable { case off, decoded, hex }
+
+    public var command: Command = .set
+    public var transport: TransportSpec? = nil
+    public var name: String? = nil
+    public var service: BluetoothUUID? = nil
+    public var address: DeviceAddress? = nil
+    public var profile: LEDProfile? = nil
+    public var red: BluetoothUUID? = nil
+    public var green: BluetoothUUID? = nil
+    public var blue: BluetoothUUID? = nil
+    public var rgb: RGB? = nil
+    public var value: [UInt8]? = nil
+    public var characteristic: String? = nil
+    public var count: Int? = nil
+    public var passive = false
+    public var json = false
+    public var quiet = false
+    public var trace: TraceMode = .off
+    public var btsnoop: String? = nil
+    /// Whole-run deadline in milliseconds (nil: the command's default).
+    public var timeoutMs: Int? = nil
+    public var connectTimeoutMs: Int? = nil
+    public var attTimeoutMs: Int? = nil
+    public var extendedScan = false
+    public var files: [String] = []
+    public var filter: String? = nil
+
+    public init() {}
+}
+
+/// A usage error: message for stderr, exit 64.
+public struct UsageError: Error, Equatable, Sendable {
+    public var message: String
+    public init(_ m: String) { message = m }
+}
+
+public enum Usage {
+    public static let line = "usage: attled [set|scan|get|send|listen|gatt|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
+
+    public static let help = """
+    \(line)
+
+    attled drives a Bluetooth LE controller directly over HCI (no bluetoothd) to
+    find an LED peripheral, connect, discover its LED service and write a colour.
+
+    Commands (default: set):
+      set               write --rgb to the device's LED (the default command)
+      get               read the colour back
+      send --value HEX  write raw bytes to the command characteristic (harness: 01/00, 03/04)
+      listen            subscribe and print notifications until Ctrl-C or --count N
+      gatt              list services, characteristics (handles, properties) and descriptors
+      scan              list advertising devices
+      decode FILE       decode a btsnoop capture (- for stdin)
+
+    Transport (default hci0; also ATTLED_TRANSPORT in the environment):
+      -i, --transport SPEC   hciN | serial:/dev/ttyACM0[,BAUD][,rtscts] | tcp:HOST:PORT | unix:/PATH
+
+    Target (one of; without any, the first device advertising a known LED service):
+      --name NAME            advertised local name (complete, or shortened prefix)
+      --service UUID         advertised service UUID
+      --address ADDR         connect directly, no scan (ADDR[,public|,random]; default random)
+
+    Device profile (detected from the advertised or discovered service):
+      --profile pycom|particle|harness
+      --service UUID --red UUID --green UUID --blue UUID   any other RGB device
+
+    Options:
+      --rgb R,G,B            colour: 255,0,0 | #ff0000 | red, green, blue, white, off, ...
+      --char UUID|red|green|blue   characteristic for send/listen (default: the profile's)
+      --count N              listen: stop after N notifications
+      --passive              scan: passive scanning (no scan requests)
+      --timeout SECONDS      deadline for the whole run (scan: how long to scan)
+      --connect-timeout MS   deadline for connecting (default 5000)
+      --att-timeout MS       deadline per ATT transaction (default 3000)
+      --json                 machine-readable output on stdout
+      --quiet, -q            no progress lines on stderr
+      --trace[=hex]          decode every packet on stderr (=hex adds raw bytes)
+      --btsnoop FILE         write a btsnoop capture (Wireshark, btmon)
+      -h, --help             this text;  --version
+
+    Exit codes: 0 ok, 3 device not found, 4 connection failed, 5 service or
+    characteristic not found, 6 ATT error from the device, 7 device stopped
+    answering or link lost, 64 usage, 65 bad input file, 69 transport or adapter
+    unavailable, 74 transport lost, 75 adapter busy, 76 controller error,
+    77 permission denied, 130/143 interrupted (SIGINT/SIGTERM).
+    """
+
+    public static let version = "attled 0.1.0"
+}
+
+extension Options {
+    /// Parses argv (without the program name). Options may stand before or
+    /// after the subcommand; `environment` supplies ATTLED_TRANSPORT.
+    public static func parse(_ args: [String], environment: [String: String] = [:]) throws -> Options {
+        var o = Options()
+        var sawCommand = false
+        var i = 0
+        func value(_ flag: String, _ inline: String?) throws -> String {
+            if let v = inline { return v }
+            i += 1
+            guard i < args.count else { throw UsageError("\(flag) needs a value") }
+            return args[i]
+        }
+        func uuid(_ flag: String, _ v: String) throws -> BluetoothUUID {
+            guard let u = BluetoothUUID(v) else {
+                throw UsageError("\(flag): '\(v)' is not a UUID (use 2a00, 0x2A00 or 12345678-1234-1234-1234-123456789abc)")
+            }
+            return u
+        }
+        func ms(_ flag: String, _ v: String, scale: Double) throws -> Int {
+            guard let d = Double(v), d > 0, d.isFinite, d * scale < 86_400_000 else {
+                throw UsageError("\(flag): '\(v)' is not a positive number")
+            }
+            return max(1, Int(d * scale))
+        }
+        while i < args.count {
+            let a = args[i]
+            var flag = a
+            var inline: String? = nil
+            if a.hasPrefix("--"), let eq = a.firstIndex(of: "=") {
+                flag = String(a[..<eq]); inline = String(a[a.index(after: eq)...])
+            }
+            switch flag {
+            case "-h", "--help": o.command = .help; return o
+            case "--version": o.command = .version; return o
+            case "-i", "--transport", "--device":
+                let v = try value(flag, inline)
+                do { o.transport = try TransportSpec.parse(v) } catch let e as TransportError { throw UsageError(e.description) }
+            case "--name":
+                let v = try value(flag, inline)
+                guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--name must be 1 to 248 bytes") }
+                o.name = v
+            case "--service": o.service = try uuid(flag, try value(flag, inline))
+            case "--address", "-a":
+                let v = try value(flag, inline)
+                let parts = v.split(separator: ",").map(String.init)
+                guard let first = parts.first, let addr = BDAddress(first) else {
+                    throw UsageError("--address: '\(v)' is not an address like C0:11:22:33:44:55[,random|,public]")
+                }
+                var t = AddressType.random
+                if parts.count == 2 {
+                    switch parts[1] { case "public": t = .public; case "random": t = .random
+                    default: throw UsageError("--address: type must be public or random, not '\(parts[1])'") }
+                } else if parts.count > 2 { throw UsageError("--address: too many parts in '\(v)'") }
+                o.address = DeviceAddress(addr, t)
+            case "--profile":
+                let v = try value(flag, inline)
+                guard let p = LEDProfile.named(v) else { throw UsageError("--profile: unknown profile '\(v)' (pycom, particle, harness)") }
+                o.profile = p
+            case "--red": o.red = try uuid(flag, try value(flag, inline))
+            case "--green": o.green = try uuid(flag, try value(flag, inline))
+            case "--blue": o.blue = try uuid(flag, try value(flag, inline))
+            case "--rgb", "--color", "--colour":
+                let v = try value(flag, inline)
+                switch RGB.parse(v) {
+                case .success(let c): o.rgb = c
+                case .failure(let e): throw UsageError("--rgb: \(e.message)")
+                }
+            case "--value":
+                let v = try value(flag, inline)
+                guard let b = Hex.parse(v), !b.isEmpty, b.count <= 512 else { throw UsageError("--value: '\(v)' is not 1 to 512 hex bytes (e.g. 01 or 0x0103)") }
+                o.value = b
+            case "--char", "--characteristic": o.characteristic = try value(flag, inline)
+            case "--count":
+                let v = try value(flag, inline)
+                guard let n = Int(v), n > 0 else { throw UsageError("--count: '\(v)' is not a positive number") }
+                o.count = n
+            case "--passive": o.passive = true
+            case "--extended": o.extendedScan = true
+            case "--json": o.json = true
+            case "-q", "--quiet": o.quiet = true
+            case "--trace":
+                switch inline {
+                case nil: o.trace = .decoded
+                case "hex"?: o.trace = .hex
+                default: throw UsageError("--trace takes no value or =hex")
+                }
+            case "--btsnoop": o.btsnoop = try value(flag, inline)
+            case "--timeout", "-t": o.timeoutMs = try ms(flag, try value(flag, inline), scale: 1000)
+            case "--connect-timeout": o.connectTimeoutMs = try ms(flag, try value(flag, inline), scale: 1)
+            case "--att-timeout": o.attTimeoutMs = try ms(flag, try value(flag, inline), scale: 1)
+            case "--filter": o.filter = try value(flag, inline)
+            default:
+                if a.hasPrefix("-") && a != "-" { throw UsageError("unknown option '\(a)'") }
+                if !sawCommand, let c = Command(rawValue: a), c != .help, c != .version {
+                    o.command = c; sawCommand = true
+                } else if !sawCommand, a == "help" {
+                    o.command = .help; return o
+                } else if o.command == .decode {
+                    o.files.append(a)
+                } else {
+                    throw UsageError("unexpected argument '\(a)'")
+                }
+            }
+            i += 1
+        }
+        if o.transport == nil, let env = environment["ATTLED_TRANSPORT"], !env.isEmpty {
+            do { o.transport = try TransportSpec.parse(env) } catch let e as TransportError { throw UsageError("ATTLED_TRANSPORT: \(e.description)") }
+        }
+        try o.validate()
+        return o
+    }
+
+    func validate() throws {
+        let custom = [red, green, blue].compactMap { $0 }.count
+        if custom > 0 && custom < 3 { throw UsageError("--red, --green and --blue go together") }
+        if custom == 3 && service == nil { throw UsageError("--red/--green/--blue need --service UUID for the service that holds them") }
+        if custom == 3 && profile != nil { throw UsageError("--profile and --red/--green/--blue exclude each other") }
+        switch command {
+        case .set:
+            if rgb == nil { throw UsageError("nothing to do: give a colour with --rgb R,G,B (or a command: scan, get, send, listen, gatt)") }
+            if profile == .harness { throw UsageError("the harness profile has no RGB LED: use 'send --value 01' (press) / '--value 00' (release)") }
+        case .send:
+            if value == nil { throw UsageError("send needs --value HEX") }
+        case .decode:
+            if files.count != 1 { throw UsageError("decode needs one FILE (or - for stdin)") }
+            if let f = filter, !["att", "hci", "adv", "l2cap"].contains(f) { throw UsageError("--filter must be att, hci, adv or l2cap") }
+        default: break
+        }
+        if command != .decode && !files.isEmpty { throw UsageError("unexpected argument '\(files[0])'") }
+        if rgb != nil && command != .set { throw UsageError("--rgb only applies to set") }
+    }
+
+    /// The profile the options describe explicitly (custom RGB or --profile).
+    public var explicitProfile: LEDProfile? {
+        if let r = red, let g = green, let b = blue, let s = service {
+            return LEDProfile(name: "custom", service: s, shape: .rgb(red: r, green: g, blue: b))
+        }
+        return profile
+    }
+}

@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+import BLETransport
+import BLEHCI
+import BLEGAP
+import BLEL2CAP
+import BLEATT
+import BLEGATT
+import BLETrace
+import LEDProfile
+
+/// One run of attled: opens the transport, initialises the controller, runs
+/// the job with a deadline per phase, and on every exit path stops
+/// scanning, disconnects (reason 0x13) and closes the transport.
+final class Session {
+    let opts: Options
+    let start = Instant.now()
+    var transport: HCITransport?
+    var host: HCIHost?
+    var info: ControllerInfo?
+    var central: Central?
+    var connection: LEConnection?
+    var bearer: ATTBearer?
+    var tracer: Tracer?
+    var snoop: BtsnoopWriter?
+    var phase = "open"
+    var phaseStart = Instant.now()
+    var phases: [(String, UInt64)] = []
+    var result: [(String, JSON)] = []
+    /// listen/scan treat Ctrl-C as the normal way to stop.
+    var sigintIsSuccess = false
+
+    static let defaultTimeoutMs = 20_000
+    static let defaultScanMs = 10_000
+    static let defaultConnectMs = 5_000
+    static let defaultATTMs = 3_000
+
+    init(_ opts: Options) { self.opts = opts }
+
+    var deadline: Instant { start.adding(ms: opts.timeoutMs ?? Self.defaultTimeoutMs) }
+
+    func remaining(max ms: Int) -> Int { min(ms, Instant.now().msUntil(deadline)) }
+
+    func progress(_ s: String) {
+        if !opts.quiet { Console.err("attled: " + s) }
+    }
+
+    func begin(_ p: String) {
+        phase = p
+        phaseStart = Instant.now()
+    }
+
+    /// Ends the current phase; returns its duration as "12.3 ms".
+    @discardableResult
+    func end() -> String {
+        let us = Instant.now().usSince(phaseStart)
+        phases.append((phase, us))
+        return formatMs(us: us) + " ms"
+    }
+
+    func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+
+    // MARK: run
+
+    func run() -> Int32 {
+        SignalWatch.install()
+        var code: ExitCode = .ok
+        do {
+            try open()
+            switch opts.command {
+            case .scan: sigintIsSuccess = true; try scanJob()
+            case .set, .get, .send, .listen, .gatt: try deviceJob()
+            default: break
+            }
+        } catch {
+            var re = classify(error)
+            if case HCIError.interrupted(let sig) = error {
+                let what = sig == SIGTERM ? "SIGTERM" : "SIGINT"
+                if sigintIsSuccess && sig == SIGINT {
+                    re = RunError("", .ok)
+                } else {
+                    re = RunError("interrupted by \(what) during \(phase)", re.code)
+                }
+            }
+            code = re.code
+            cleanup()
+            if code != .ok {
+                if opts.json { emitJSON(error: re) } else { Console.err("attled: error: " + re.message) }
+            } else if opts.json && opts.command != .scan && opts.command != .listen {
+                emitJSON(error: nil)
+            }
+            return code.rawValue
+        }
+        cleanup()
+        if opts.json && opts.command != .scan && opts.command != .listen { emitJSON(error: nil) }
+        return code.rawValue
+    }
+
+    func emitJSON(error: RunError?) {
+        var obj: [(String, JSON)] = [("ok", .bool(error == nil)), ("command", .string(opts.command.rawValue))]
+        obj += result
+        obj.append(("phases_ms", .object(phases.map { ($0.0, .double(Double($0.1 / 100) / 10)) })))
+        obj.append(("total_ms", .double(Double(Instant.now().usSince(start) / 100) / 10)))
+        if let b = bearer { obj.append(("att_transactions", .int(b.transactions.count))) }
+        if let e = error { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int(e.code.rawValue)))) }
+        Console.out(JSON.object(obj).text)
+    }
+
+    /// Opens the transport and initialises the controller.
+    func open() throws {
+        let spec = opts.transport ?? .userChannel(index: 0)
+        if opts.trace != .off { tracer = Tracer(hex: opts.trace == .hex, output: { Console.err($0) }) }
+        if let path = opts.btsnoop {
+            do { snoop = try BtsnoopWriter(path: path) }
+            catch { throw RunError("cannot write capture \(path): \(error)", .failure) }
+        }
+        begin("open")
+        let t = try spec.open()
+        transport = t
+        let h = HCIHost(transport: t)
+        if let tr = tracer { h.observers.append(tr) }
+        if let s = snoop { h.observers.append(s) }
+        host = h
+        begin("init")
+        let i = try h.initialize()
+        info = i
+        central = Central(host: h, info: i)
+        central?.useExtendedCommands = opts.extendedScan && i.supportsExtendedScanning
+        if opts.trace != .off {
+            let v = i.version.map { "Bluetooth \(LocalVersion.coreVersionName($0.hciVersion)), manufacturer 0x\(Hex.int($0.manufacturer, width: 4))" } ?? "version unknown"
+            progress("controller on \(t.name): \(v), own address \(i.ownAddress), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
+        }
+        end()
+    }
+
+    /// Stops scanning, cancels/disconnects, closes the transport. Never throws; bounded in time.
+    func cleanup() {
+        guard let h = host else { transport?.close(); snoop?.close(); return }
+        h.interruptible = false
+        if h.fatalError == nil {
+            if let c = central, c.isScanning { try? c.stopScan() }
+            if let c = connection, c.isConnected, let cen = central {
+                try? cen.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
+            }
+        }
+        if opts.trace != .off, let b = bearer { printTiming(b) }
+        transport?.close()
+        snoop?.close()
+        transport = nil
+    }
+
+    func printTiming(_ b: ATTBearer) {
+        guard !b.transactions.isEmpty else { return }
+        var lines = ["ATT transactions: \(b.transactions.count) (+ \(b.commandsSent) without response), MTU \(b.mtu)"]
+        for t in b.transactions {
+            let rsp = t.response.map { $0.name } ?? "no response"
+            lines.append("  \(pad(t.request.name, 28)) \(pad(formatMs(us: t.end.usSince(t.start), decimals: 2), 7)) ms  -> \(rsp)")
+        }
+        if let c = connection {
+            lines.append("  connection interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms, latency \(c.latency), supervision timeout \(Int(c.supervisionTimeout) * 10) ms")
+        }
+        Console.err(lines.joined(separator: "\n"))
+    }
+}
