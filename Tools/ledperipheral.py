@@ -656,6 +656,18 @@ class LedPeripheral:
     def _execute_write(self, role: str, value: bytes) -> None:
         """Write callback: only reached through Prepare/Execute Write."""
         if len(value) != 1:
+            ch = self.chars[role]
+            self.emit(
+                "rejected",
+                char=role,
+                uuid=str(ch.uuid).lower(),
+                handle=ch.handle,
+                value=bytes(value).hex(),
+                op="execute",
+                error=ATT_INVALID_ATTRIBUTE_VALUE_LENGTH,
+                responded=True,
+                why=f"length {len(value)} != 1",
+            )
             raise att.ATT_Error(ATT_INVALID_ATTRIBUTE_VALUE_LENGTH)
         self._accept_write(role, bytes(value), "execute")
 

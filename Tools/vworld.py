@@ -364,6 +364,8 @@ class HostPort:
             source = sink = self.server
         else:
             # pty:/path (attled: serial:/path) and anything else Bumble knows.
+            if kind == "pty" and os.path.islink(rest):
+                os.unlink(rest)  # stale link left by a killed vworld
             self.transport = await open_transport(self.spec)
             source, sink = self.transport.source, self.transport.sink
             self.attled_spec = f"serial:{rest}" if kind == "pty" else self.spec

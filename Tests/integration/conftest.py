@@ -240,6 +240,8 @@ class World:
 
 
 def _host_spec(kind: str, index: int, workdir: Path) -> str:
+    if ":" in kind:
+        return kind  # a full vworld --host spec, used as given
     if kind == "tcp":
         return "tcp-server:127.0.0.1:0"  # vworld picks a free port and reports it
     if kind == "unix":
@@ -262,7 +264,8 @@ def world(request):
     """Factory: ``world(devices=[...], hosts=["tcp"], legacy=False, extra_args=[])``.
 
     devices:    vworld --device specs, "NAME:PROFILE[:key=value,...]".
-    hosts:      one entry per host controller: "tcp", "unix" or "pty".
+    hosts:      one entry per host controller: "tcp", "unix" or "pty" (free
+                port / temporary path chosen here), or a full vworld --host spec.
     legacy:     host controllers send legacy advertising reports.
     extra_args: more vworld arguments (e.g. ["--spec-controller"]).
     Returns a started ``World``; all worlds are stopped at teardown, and their

@@ -231,3 +231,35 @@ def test_property_and_length_enforcement_on_the_wire(world):
     ]), 15))
     assert results[0].error_code == 0x03
     assert results[1].op_code == att.Opcode.ATT_READ_RESPONSE
+
+
+def test_conn_update_and_security_request_options(world):
+    w = world(devices=["CassarTech:pycom:conn_update=1,security_request=1"])
+    code, out = central(w, "--name", "CassarTech", "--rgb", "3,2,1")
+    assert code == 0, out
+    # Bumble's central accepts the L2CAP Connection Parameter Update Request
+    # (result 0) and its controller then reports the new parameters.
+    update = w.wait_event({"event": "conn_update", "device": "CassarTech"})
+    assert update["result"] == 0
+    params = w.wait_event({"event": "conn_params", "device": "CassarTech"})
+    assert 30.0 <= params["interval_ms"] <= 50.0 and params["timeout_ms"] == 4000.0
+    w.wait_event({"event": "security_request", "device": "CassarTech"})
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [3, 2, 1]})
+
+
+def test_advertising_options(world):
+    w = world(devices=[
+        "Short:pycom:short=2",
+        "NoUuid:particle:uuid=0,addr=D0:00:00:00:00:01",
+        "Nameless:harness:name_in=none",
+    ])
+    assert w.device("Short")["adv_data"] == "020106" + "0308" + b"Sh".hex() + "1107" + "31323334353637383930313233343536"
+    assert w.device("NoUuid")["adv_data"] == "020106" + "0709" + b"NoUuid".hex()
+    assert w.device("Nameless")["adv_data"].startswith("0201061107")
+    code, out = central(w, "--name", "Sh", "--rgb", "1,0,0")
+    assert code == 0 and out["profile"] == "pycom", out
+    code, out = central(w, "--name", "NoUuid", "--rgb", "1,0,0")
+    assert code == 0 and out["profile"] == "particle" and out["address"] == "D0:00:00:00:00:01", out
+    code, out = central(w, "--uuid", "19B10010-E8F2-537E-4F6C-D104768A1214", "--command", "3")
+    assert code == 0 and out["profile"] == "harness", out
+    w.wait_event({"event": "state", "device": "Nameless", "buttons": [0, 1]})

@@ -1,0 +1,66 @@
+# attled: build, demo and test. `make demo` and `make test` do their own set-up
+# on a fresh Debian machine as root (apt packages, the Python venv with the
+# pinned Bumble test peer, the Swift build).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+APT_PACKAGES := libbluetooth-dev
+STAMP := .build/.stamps
+
+.PHONY: all build release setup deps venv demo test test-unit test-integration clean
+
+all: build
+
+$(STAMP):
+	@mkdir -p $(STAMP)
+
+# Debian packages the build and the tests need.
+$(STAMP)/apt: | $(STAMP)
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root to apt-get install$$missing (or install them yourself)"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@touch $@
+
+# The Python venv with the pinned Bumble (the test peer and demo device).
+$(STAMP)/venv: Tools/requirements.txt | $(STAMP)
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV) || { \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
+	@$(VPY) -m pip install -q --disable-pip-version-check -r Tools/requirements.txt
+	@touch $@
+
+deps: $(STAMP)/apt
+venv: $(STAMP)/venv
+setup: deps venv
+
+build: deps
+	swift build
+
+release: deps
+	swift build -c release --static-swift-stdlib -Xlinker -s
+	@ls -l .build/release/attled
+
+# Runs attled against the built-in virtual CassarTech LED (pycom profile).
+demo: setup build
+	$(VPY) Tools/demo.py --attled .build/debug/attled
+
+test-unit: deps
+	swift test 2>&1 | tee .build/unit-tests.log | grep -E "^(✔|✘|􀟈|􁁛|Test run|.*error|.*failed|Executed)" | tail -n 40; \
+	exit $${PIPESTATUS[0]}
+
+test-integration: setup build
+	ATTLED_BIN=$(CURDIR)/.build/debug/attled $(VPY) -m pytest -q -p no:cacheprovider Tests/integration
+
+test: setup build
+	@set -o pipefail; rc=0; \
+	echo "== unit tests (swift test)"; swift test 2>&1 | tail -n 15 || rc=1; \
+	echo "== integration tests (attled against Bumble virtual controllers)"; \
+	ATTLED_BIN=$(CURDIR)/.build/debug/attled $(VPY) -m pytest -q -p no:cacheprovider Tests/integration || rc=1; \
+	exit $$rc
+
+clean:
+	rm -rf .build

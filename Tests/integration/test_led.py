@@ -1,0 +1,208 @@
+"""The job attled exists for: find, connect, discover, write the colour (issue: GATT)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import run_attled
+
+
+def att_count(stderr: str) -> int:
+    for line in stderr.splitlines():
+        if line.startswith("ATT transactions:"):
+            return int(line.split()[2])
+    raise AssertionError("no ATT summary in:\n" + stderr)
+
+
+@pytest.mark.parametrize("host", ["tcp", "unix", "pty"])
+@pytest.mark.parametrize("profile", ["pycom", "particle"])
+def test_set_colour(world, host, profile):
+    w = world(devices=[f"CassarTech:{profile}"], hosts=[host])
+    r = run_attled(["--transport", w.transport(), "--name", "CassarTech", "--rgb", "255,0,0"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [255, 0, 0]})
+    # The link is always torn down with reason 0x13.
+    w.wait_event({"event": "disconnected", "device": "CassarTech", "reason": 0x13})
+    ops = {e["op"] for e in w.find({"event": "write", "device": "CassarTech"})}
+    assert ops == ({"request"} if profile == "pycom" else {"command"})
+    for phase in ("scan", "connect", "discover", "write", "done"):
+        assert f"attled: {phase}" in r.stderr
+
+
+@pytest.mark.parametrize("profile", ["pycom", "particle"])
+def test_get_returns_what_was_set(world, profile):
+    w = world(devices=[f"CassarTech:{profile}"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "#12ab7f"])
+    assert r.returncode == 0, r.stderr
+    r = run_attled(["-i", w.transport(), "get", "--name", "CassarTech"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "18,171,127 #12ab7f"
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "get", "--json", "-q"])
+    assert r.returncode == 0 and r.stderr == ""
+    assert json.loads(r.stdout)["rgb"] == [18, 171, 127]
+
+
+def test_initial_values_are_read(world):
+    w = world(devices=["CassarTech:pycom:init=1,2,3"])
+    r = run_attled(["-i", w.transport(), "get", "--name", "CassarTech"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1,2,3 #010203"
+
+
+def test_harness_send_and_listen(world):
+    w = world(devices=["Harness:harness"])
+    for value, buttons in (("01", [1, 0]), ("03", [1, 1]), ("04", [1, 0]), ("00", [0, 0])):
+        r = run_attled(["-i", w.transport(), "--name", "Harness", "send", "--value", value])
+        assert r.returncode == 0, r.stderr
+        w.wait_event({"event": "state", "device": "Harness", "buttons": buttons})
+    assert w.find({"event": "state", "device": "Harness"})[-1]["commands"] == [1, 3, 4, 0]
+
+
+def test_harness_listen_prints_notifications(world):
+    w = world(devices=["Harness:harness:notify_every=50"])
+    r = run_attled(["-i", w.transport(), "--name", "Harness", "listen", "--count", "3", "--json"], timeout=20)
+    assert r.returncode == 0, r.stderr
+    notes = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+    assert len(notes) == 3
+    assert all(n["event"] == "notification" and n["uuid"] == "19b10012-e8f2-537e-4f6c-d104768a1214" for n in notes)
+    w.wait_event({"event": "subscribed", "device": "Harness"})
+
+
+def test_harness_has_no_rgb(world):
+    r = run_attled(["-i", "tcp:127.0.0.1:1", "--profile", "harness", "--rgb", "red"])
+    assert r.returncode == 64 and "no RGB LED" in r.stderr
+
+
+def test_gatt_dump_lists_led_service_with_properties(world):
+    w = world(devices=["CassarTech:particle"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "gatt"])
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "service b4250400-fb4b-4746-b2b0-93f0e61122c6 LED service (particle)" in out
+    for c in ("b4250401", "b4250402", "b4250403"):
+        line = [l for l in out.splitlines() if f"characteristic {c}-" in l]
+        assert line and line[0].endswith("[read,write-without-response]"), out
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "gatt", "--json", "-q"])
+    doc = json.loads(r.stdout)
+    svc = [s for s in doc["services"] if s["uuid"] == "b4250400-fb4b-4746-b2b0-93f0e61122c6"][0]
+    assert [c["value_handle"] for c in svc["characteristics"]] == [
+        w.device("CassarTech")["handles"][k] for k in ("red", "green", "blue")]
+
+
+def test_right_device_changes_other_does_not(world):
+    w = world(devices=["CassarTech:pycom", "OtherLamp:pycom"])
+    r = run_attled(["-i", w.transport(), "--name", "OtherLamp", "--rgb", "0,0,255"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "OtherLamp", "rgb": [0, 0, 255]})
+    assert not w.find({"event": "write", "device": "CassarTech"})
+    assert not w.find({"event": "connected", "device": "CassarTech"})
+
+
+def test_find_by_service_uuid_and_default_target(world):
+    w = world(devices=["Plain:particle", "CassarTech:pycom"])
+    r = run_attled(["-i", w.transport(), "--service", "36353433-3231-3039-3837-363534333231", "--rgb", "green"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0, 255, 0]})
+    assert not w.find({"event": "write", "device": "Plain"})
+
+
+def test_shortened_name_matches(world):
+    w = world(devices=["CassarTech:pycom:name_in=shortened,short=6"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "1,1,1"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [1, 1, 1]})
+
+
+def test_connect_by_address_without_scan(world):
+    w = world(devices=["CassarTech:pycom"])
+    addr = w.device("CassarTech")["address"]
+    r = run_attled(["-i", w.transport(), "--address", addr, "--rgb", "9,8,7", "--trace"])
+    assert r.returncode == 0, r.stderr
+    assert "LE Set Scan Enable" not in r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [9, 8, 7]})
+
+
+def test_profile_detected_by_discovery_without_advertised_uuid(world):
+    w = world(devices=["CassarTech:particle:uuid=0"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "4,5,6"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [4, 5, 6]})
+    assert "particle service" in r.stderr
+
+
+def test_custom_rgb_description(world):
+    w = world(devices=["CassarTech:particle"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--service", "b4250400-fb4b-4746-b2b0-93f0e61122c6",
+                    "--red", "b4250403-fb4b-4746-b2b0-93f0e61122c6", "--green", "b4250402-fb4b-4746-b2b0-93f0e61122c6",
+                    "--blue", "b4250401-fb4b-4746-b2b0-93f0e61122c6", "--rgb", "10,20,30"])
+    assert r.returncode == 0, r.stderr
+    # red and blue swapped by the description
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [30, 20, 10]})
+
+
+def test_connection_parameter_update_request_is_answered(world):
+    w = world(devices=["CassarTech:pycom:conn_update=1,conn_update_delay=0"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "255,255,0", "--trace"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [255, 255, 0]})
+    assert "Connection Parameter Update Request (0x12)" in r.stderr
+    assert "Connection Parameters accepted" in r.stderr
+    w.wait_event({"event": "conn_update_response", "device": "CassarTech", "accepted": True})
+
+
+def test_security_request_gets_pairing_not_supported_and_run_continues(world):
+    w = world(devices=["CassarTech:pycom:security_request=1"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "0,1,0", "--trace"])
+    assert r.returncode == 0, r.stderr
+    assert "SMP: Security Request (0x0b)" in r.stderr
+    assert "Reason: Pairing Not Supported (0x05)" in r.stderr
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0, 1, 0]})
+
+
+def test_device_absent_exits_3_within_timeout(world):
+    w = world(devices=["CassarTech:pycom"])
+    t0 = time.monotonic()
+    r = run_attled(["-i", w.transport(), "--name", "NoSuchLamp", "--rgb", "red", "--timeout", "1.5"])
+    assert r.returncode == 3, r.stderr
+    assert "no device named 'NoSuchLamp'" in r.stderr
+    assert time.monotonic() - t0 < 5
+
+
+def test_connect_to_absent_address_exits_4(world):
+    w = world(devices=["CassarTech:pycom"], extra_args=["--spec-controller"])
+    t0 = time.monotonic()
+    r = run_attled(["-i", w.transport(), "--address", "C0:DE:AD:BE:EF:01", "--rgb", "red", "--connect-timeout", "700", "--trace"])
+    assert r.returncode == 4, r.stderr
+    assert "could not connect to C0:DE:AD:BE:EF:01" in r.stderr
+    assert "LE Create Connection Cancel" in r.stderr
+    assert time.monotonic() - t0 < 5
+
+
+def test_att_error_is_named(world):
+    w = world(devices=["CassarTech:pycom"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "send", "--char", "red", "--value", "0102"])
+    assert r.returncode == 6, r.stderr
+    assert "Write Request on handle 0x" in r.stderr
+    assert "Invalid Attribute Value Length (0x0d)" in r.stderr
+    w.wait_event({"event": "disconnected", "device": "CassarTech", "reason": 0x13})
+
+
+def test_json_result(world):
+    w = world(devices=["CassarTech:pycom"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "1,2,3", "--json", "--quiet"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and doc["rgb"] == [1, 2, 3] and doc["profile"] == "pycom"
+    assert doc["device"]["name"] == "CassarTech"
+    assert set(doc["phases_ms"]) >= {"scan", "connect", "discover", "write"}
+
+
+@pytest.mark.parametrize("profile,limit", [("pycom", 6), ("particle", 3)])
+def test_cold_run_round_trips(world, profile, limit):
+    w = world(devices=[f"CassarTech:{profile}"])
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "5,5,5", "--trace"])
+    assert r.returncode == 0, r.stderr
+    assert att_count(r.stderr) <= limit

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""make demo: attled against the built-in virtual CassarTech LED.
+
+Starts Tools/vworld.py (a Bumble virtual controller for attled on a local TCP
+port, and the virtual CassarTech LED, pycom profile, on the same virtual
+air), runs `attled scan`, then the main job
+`attled --transport tcp:... --name CassarTech --rgb 255,0,0`, and shows the
+LED's new state as the virtual device reports it. Every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--attled", default=str(ROOT / ".build/debug/attled"))
+    ap.add_argument("--rgb", default="255,0,0")
+    ap.add_argument("--profile", default="pycom", choices=["pycom", "particle", "harness"])
+    args = ap.parse_args()
+
+    port = free_port()
+    world = subprocess.Popen(
+        [sys.executable, str(ROOT / "Tools/vworld.py"), "--host", f"tcp-server:127.0.0.1:{port}",
+         "--device", f"CassarTech:{args.profile}", "--lifetime", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    events: list[dict] = []
+    ready = threading.Event()
+    cond = threading.Condition()
+
+    def reader() -> None:
+        assert world.stdout is not None
+        for line in world.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            with cond:
+                events.append(ev)
+                cond.notify_all()
+            if ev.get("event") == "ready":
+                ready.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    try:
+        if not ready.wait(20):
+            print("demo: the virtual controller did not start within 20 s", file=sys.stderr)
+            return 1
+        transport = f"tcp:127.0.0.1:{port}"
+        print(f"== virtual CassarTech LED ({args.profile} profile) on a Bumble virtual controller at {transport}\n")
+        print(f"$ attled scan --transport {transport} --timeout 1")
+        sys.stdout.flush()
+        subprocess.run([args.attled, "scan", "--transport", transport, "--timeout", "1"], timeout=30)
+        cmd = [args.attled, "--transport", transport, "--name", "CassarTech", "--rgb", args.rgb]
+        print(f"\n$ {' '.join(['attled'] + cmd[1:])}")
+        sys.stdout.flush()
+        r = subprocess.run(cmd, timeout=30)
+        if r.returncode != 0:
+            print(f"demo: attled exited {r.returncode}", file=sys.stderr)
+            return r.returncode
+        deadline = time.monotonic() + 5
+        with cond:
+            while time.monotonic() < deadline:
+                states = [e for e in events if e.get("event") == "state"]
+                if states and any(e.get("event") == "disconnected" for e in events):
+                    break
+                cond.wait(0.1)
+        states = [e for e in events if e.get("event") == "state"]
+        if not states:
+            print("demo: the virtual LED reported no change", file=sys.stderr)
+            return 1
+        last = states[-1]
+        print(f"\n== the virtual LED reports: {json.dumps({k: v for k, v in last.items() if k != 't'})}")
+        return 0
+    finally:
+        world.terminate()
+        try:
+            world.wait(5)
+        except subprocess.TimeoutExpired:
+            world.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
