@@ -171,10 +171,11 @@ class PeripheralOptions:
     advertise_uuid: bool = True
     flags: str = "auto"  # "auto" (only if they fit) | "1" (always, error if too long) | "0"
     init: tuple[int, int, int] = (0, 0, 0)
+    notify_every_ms: float = 0.0  # harness: notify the button value every MS while subscribed
 
     KEYS = (
         "interval", "addr", "name_in", "short", "conn_update", "conn_update_delay",
-        "security_request", "uuid", "flags", "init",
+        "security_request", "uuid", "flags", "init", "notify_every",
     )
 
     @classmethod
@@ -184,7 +185,9 @@ class PeripheralOptions:
         Keys: interval=MS (default 50), addr=C0:11:22:33:44:55 (static random;
         default derived from index), name_in=adv|shortened|none, short=N
         (shortened name length), conn_update=1, conn_update_delay=MS,
-        security_request=1, uuid=0, flags=auto|0|1, init=R,G,B.
+        security_request=1, uuid=0, flags=auto|0|1, init=R,G,B,
+        notify_every=MS (harness: notify the button value periodically while
+        a client is subscribed).
         Options are separated by commas; ``init=R,G,B`` and ``addr=..`` are
         recognised even though they contain commas / colons.
         """
@@ -230,6 +233,10 @@ class PeripheralOptions:
                 if value not in ("auto", "0", "1"):
                     raise ValueError(f"flags must be auto|0|1, not {value!r}")
                 opts.flags = value
+            elif key == "notify_every":
+                opts.notify_every_ms = float(value)
+                if opts.notify_every_ms < 0:
+                    raise ValueError("notify_every must be >= 0")
             elif key == "init":
                 rgb = tuple(int(v) for v in value.split(","))
                 if len(rgb) != 3 or not all(0 <= v <= 255 for v in rgb):
@@ -240,6 +247,8 @@ class PeripheralOptions:
         addr = hci.Address(opts.address)
         if (addr.address_bytes[5] & 0xC0) != 0xC0:
             raise ValueError(f"address {opts.address} is not a static random address (top bits 11)")
+        if opts.notify_every_ms and profile != "harness":
+            raise ValueError("notify_every is only for the harness profile")
         return opts
 
 
@@ -295,10 +304,15 @@ class LedPeripheral:
     * ``read_rejected`` {char, uuid, handle, error}
     * ``state``         RGB: {profile, rgb: [r,g,b]};
                         harness: {profile, buttons: [b1,b2], commands: [...]}
-    * ``subscribe``     {char, notify: bool, indicate: bool}
-    * ``notify``        {char, handle, value: hex, subscribed: bool}
-    * ``conn_update``   {result: int | "timeout" | "error", ...} after our L2CAP
-                        Connection Parameter Update Request (0 = accepted)
+    * ``subscribed``    {char, notify: bool, indicate: bool}  CCCD written
+    * ``notify``        {char, handle, value: hex, subscribed: bool, periodic: bool}
+    * ``conn_update``   {interval_min_ms, interval_max_ms, latency, timeout_ms}
+                        our L2CAP Connection Parameter Update Request was sent
+    * ``conn_update_response`` {accepted: bool, result: int} the central's
+                        answer (result 0 accepted, 1 rejected, -1 it sent an
+                        L2CAP Command Reject instead)
+    * ``conn_update_timeout`` {} no answer within 5 s
+    * ``l2cap_signal``  {code: int, pdu: hex}  every LE signalling PDU received
     * ``conn_params``   {interval_ms, latency, timeout_ms} after an LE
                         Connection Update Complete
     * ``security_request`` {auth_req}  SMP Security Request sent
@@ -378,6 +392,7 @@ class LedPeripheral:
 
         self._install_att_screen(device)
         self._install_smp_observer(device)
+        self._install_signal_observer(device)
         device.on(Device.EVENT_CONNECTION, self._on_connection)
         device.on("characteristic_subscription", self._on_subscription)
         return device
@@ -466,6 +481,8 @@ class LedPeripheral:
             self._spawn(self._send_security_request(connection))
         if self.opts.conn_update:
             self._spawn(self._request_conn_update(connection))
+        if self.opts.notify_every_ms:
+            self._spawn(self._notify_periodically(connection))
 
     def _on_disconnection(self, connection: Connection, reason: int) -> None:
         if self.connection is connection:
@@ -484,31 +501,36 @@ class LedPeripheral:
         assert self.device is not None
         if self.opts.conn_update_delay_ms:
             await asyncio.sleep(self.opts.conn_update_delay_ms / 1000)
-        # Same values as seen from real peripherals: 30-50 ms, latency 0, 4 s.
-        params = {"interval_min_ms": 30.0, "interval_max_ms": 50.0, "latency": 0, "timeout_ms": 4000.0}
+        # Same values as seen from real peripherals: 30-50 ms, latency 0, 4 s
+        # (units: 1.25 ms for intervals, 10 ms for the timeout).
+        manager = self.device.l2cap_channel_manager
+        self.emit("conn_update", interval_min_ms=30.0, interval_max_ms=50.0, latency=0, timeout_ms=4000.0)
         try:
-            await asyncio.wait_for(
-                self.device.update_connection_parameters(
-                    connection,
-                    params["interval_min_ms"],
-                    params["interval_max_ms"],
-                    params["latency"],
-                    params["timeout_ms"],
-                    use_l2cap=True,
-                ),
-                5.0,
-            )
-            self.emit("conn_update", result=0, **params)
+            result = await asyncio.wait_for(manager.update_connection_parameters(connection, 24, 40, 0, 400), 5.0)
+            self.emit("conn_update_response", accepted=result == 0, result=int(result))
         except asyncio.TimeoutError:
-            self.emit("conn_update", result="timeout", **params)
-        except Exception as error:  # noqa: BLE001 - report whatever happened
-            result = getattr(error, "error_code", None)
-            self.emit(
-                "conn_update",
-                result=result if isinstance(result, int) else "error",
-                detail=str(error),
-                **params,
-            )
+            self.emit("conn_update_timeout")
+        finally:
+            # Bumble keeps the pending future forever if no answer came; clear
+            # it so that the next connection can ask again.
+            manager.connection_parameters_update_response = None
+
+    async def _notify_periodically(self, connection: Connection) -> None:
+        """harness notify_every=MS: notify the button value while subscribed."""
+        assert self.device is not None
+        button = self.chars["button"]
+        while self.connection is connection:
+            await asyncio.sleep(self.opts.notify_every_ms / 1000)
+            cccd = self.device.gatt_server.subscribers.get(connection, {}).get(button.handle)
+            if cccd and cccd[0] & 0x01 and self.connection is connection:
+                value = bytes([self.last_command])
+                try:
+                    await self.device.notify_subscriber(connection, button, value)
+                except Exception as error:  # noqa: BLE001 - link went away meanwhile
+                    logger.info("periodic notification failed: %s", error)
+                    return
+                self.emit("notify", char="button", handle=button.handle, value=value.hex(),
+                          subscribed=True, periodic=True)
 
     # -- observers -------------------------------------------------------------
     def _install_smp_observer(self, device: Device) -> None:
@@ -521,10 +543,24 @@ class LedPeripheral:
 
         channels[smp.SMP_CID] = observe
 
+    def _install_signal_observer(self, device: Device) -> None:
+        manager = device.l2cap_channel_manager
+        inner = manager.on_control_frame
+
+        def observe(connection, cid, frame) -> None:
+            self.emit("l2cap_signal", code=int(frame.code), pdu=bytes(frame).hex())
+            pending = manager.connection_parameters_update_response
+            if frame.code == 0x01 and pending is not None and not pending.done():
+                # Command Reject in place of a Connection Parameter Update Response
+                pending.set_result(-1)
+            inner(connection, cid, frame)
+
+        manager.on_control_frame = observe
+
     def _on_subscription(self, bearer, characteristic, notify: bool, indicate: bool) -> None:
         entry = self._by_handle.get(characteristic.handle)
         role = entry[0].role if entry else str(characteristic.uuid)
-        self.emit("subscribe", char=role, notify=bool(notify), indicate=bool(indicate))
+        self.emit("subscribed", char=role, notify=bool(notify), indicate=bool(indicate))
 
     # -- ATT screening (property enforcement) -----------------------------------
     def _install_att_screen(self, device: Device) -> None:
@@ -704,4 +740,5 @@ class LedPeripheral:
             subscribed = bool(cccd and cccd[0] & 0x01)
             if subscribed:
                 await self.device.notify_subscriber(self.connection, button, bytes([command]))
-        self.emit("notify", char="button", handle=button.handle, value=f"{command:02x}", subscribed=subscribed)
+        self.emit("notify", char="button", handle=button.handle, value=f"{command:02x}",
+                  subscribed=subscribed, periodic=False)

@@ -31,8 +31,10 @@ flushed.  Each line has "event" and "t" (seconds since start).  Main events:
   {"event":"state","device":NAME,"profile":"pycom","rgb":[r,g,b]}
   {"event":"state","device":NAME,"profile":"harness","buttons":[b1,b2],
    "commands":[...]}
-  plus advertising, att, mtu, read, subscribe, notify, conn_update,
-  conn_params, security_request, smp, exit (see ledperipheral.LedPeripheral).
+  plus advertising, att, mtu, read, read_rejected, subscribed, notify,
+  conn_update, conn_update_response, conn_update_timeout, conn_params,
+  l2cap_signal, security_request, smp, h4_error, exit (see
+  ledperipheral.LedPeripheral).
 
 SIGTERM / SIGINT end it cleanly (exit 0); with --exit-on-stdin-eof it also
 ends when stdin closes; --lifetime SEC is a hard upper bound on its life.
@@ -338,7 +340,9 @@ class HostPort:
         self.actual_spec = spec
         self.attled_spec = ""
         self.args = args
-        self.public_address = f"F0:F1:F2:F3:F4:{index + 1:02X}"
+        # Distinct non-zero public addresses, unless --zero-host-address keeps
+        # Bumble's stock 00:00:00:00:00:00 ("no public address").
+        self.public_address = "00:00:00:00:00:00" if args.zero_host_address else f"F0:F1:F2:F3:F4:{index + 1:02X}"
         self.controller = HostController(
             f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller
         )
@@ -399,7 +403,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Virtual BLE world: Bumble host controllers + LED peripherals on one link.",
         epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N "
-        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B",
+        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B "
+        "notify_every=MS (harness)",
     )
     parser.add_argument("--host", action="append", default=[], metavar="SPEC",
                         help="host controller transport: tcp-server:127.0.0.1:PORT, "
@@ -412,6 +417,8 @@ def parse_args(argv=None):
                         help="host controllers: real HCI_Reset, Create Connection Cancel and Disconnect")
     parser.add_argument("--reset-on-host-close", action="store_true",
                         help="when a host's socket closes, its controller drops links/scan/connect")
+    parser.add_argument("--zero-host-address", action="store_true",
+                        help="host controllers keep public address 00:00:00:00:00:00 (Bumble's default)")
     parser.add_argument("--peripheral-transport", metavar="SPEC",
                         help="attach the single --device to an external controller over this transport")
     parser.add_argument("--snoop", metavar="PATTERN",

@@ -31,6 +31,8 @@ a factory) starts a world and waits for its ready line; returns a ``World``:
                         waiting up to ``timeout`` s; ``pred`` is a callable
                         or a dict matched as a subset (see ``matches``).
                         Raises AssertionError (with the recent events) on timeout.
+    .wait_events(pred, count, timeout=10, since=0)
+                        wait until ``count`` events match; returns them all
     .find(pred, since=0)  all matching events so far (no waiting)
     .stderr             vworld's stderr so far
     .stop(timeout=5)    SIGTERM, then SIGKILL after timeout; returns exit code
@@ -212,6 +214,25 @@ class World:
         raise AssertionError(
             f"no event matching {pred!r} ({why}).\nLast events:\n{self.format_events(-20)}"
             f"\nvworld stderr (tail):\n{self.stderr[-3000:]}"
+        )
+
+    def wait_events(self, pred: Pred, count: int, timeout: float = 10.0, since: int = 0) -> list[dict]:
+        """Wait until ``count`` events (from index ``since``) match ``pred``; return them all."""
+        test = _as_predicate(pred)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [e for e in self.events[since:] if test(e)]
+                remaining = deadline - time.monotonic()
+                if len(found) >= count or remaining <= 0 or self._eof:
+                    break
+                self._cond.wait(remaining)
+        if len(found) >= count:
+            return found
+        why = "vworld exited" if self._eof else f"timeout after {timeout} s"
+        raise AssertionError(
+            f"only {len(found)} of {count} events matching {pred!r} ({why}).\n"
+            f"Last events:\n{self.format_events(-20)}\nvworld stderr (tail):\n{self.stderr[-3000:]}"
         )
 
     def format_events(self, start: int = 0) -> str:

@@ -112,7 +112,7 @@ def test_harness_commands_and_notifications(world):
     w.wait_event({"event": "state", "device": "Harness", "buttons": [0, 0], "commands": [1, 3, 0, 4]})
     states = w.find({"event": "state", "device": "Harness"})
     assert [s["buttons"] for s in states] == [[1, 0], [1, 1], [0, 1], [0, 0]]
-    assert w.find({"event": "subscribe", "char": "button", "notify": True})
+    assert w.find({"event": "subscribed", "char": "button", "notify": True})
 
 
 @pytest.mark.parametrize("kind", ["unix", "pty"])
@@ -239,8 +239,11 @@ def test_conn_update_and_security_request_options(world):
     assert code == 0, out
     # Bumble's central accepts the L2CAP Connection Parameter Update Request
     # (result 0) and its controller then reports the new parameters.
-    update = w.wait_event({"event": "conn_update", "device": "CassarTech"})
-    assert update["result"] == 0
+    w.wait_event({"event": "conn_update", "device": "CassarTech"})
+    update = w.wait_event({"event": "conn_update_response", "device": "CassarTech"})
+    assert update["accepted"] is True and update["result"] == 0
+    # The request went out as an LE signalling PDU, the response came back.
+    assert w.find({"event": "l2cap_signal", "device": "CassarTech", "code": 0x13})
     params = w.wait_event({"event": "conn_params", "device": "CassarTech"})
     assert 30.0 <= params["interval_ms"] <= 50.0 and params["timeout_ms"] == 4000.0
     w.wait_event({"event": "security_request", "device": "CassarTech"})
@@ -263,3 +266,39 @@ def test_advertising_options(world):
     code, out = central(w, "--uuid", "19B10010-E8F2-537E-4F6C-D104768A1214", "--command", "3")
     assert code == 0 and out["profile"] == "harness", out
     w.wait_event({"event": "state", "device": "Nameless", "buttons": [0, 1]})
+
+
+def test_harness_periodic_notifications(world):
+    """notify_every=MS: while subscribed, the harness notifies its button value."""
+    from bumble import att, hci
+    from bumble.device import Device, Peer
+    from bumble.transport import open_transport
+
+    w = world(devices=["Harness:harness:notify_every=20"])
+    info = w.device("Harness")
+
+    async def run() -> list[bytes]:
+        received: list[bytes] = []
+        async with await open_transport(w.bumble_transport()) as (source, sink):
+            device = Device.with_hci("sub", hci.Address("F0:00:00:00:00:03"), source, sink)
+            await device.power_on()
+            connection = await device.connect(hci.Address(info["address"]), timeout=5)
+            peer = Peer(connection)
+            await peer.discover_service(info["service"])
+            characteristics = await peer.discover_characteristics()
+            button = next(c for c in characteristics if c.handle == info["handles"]["button"])
+            await peer.subscribe(button, received.append)
+            await connection.gatt_client.send_request(
+                att.ATT_Write_Request(attribute_handle=info["handles"]["command"], attribute_value=b"\x03")
+            )
+            # Wait (bounded, in a thread) for three periodic notifications.
+            await asyncio.to_thread(w.wait_events, {"event": "notify", "periodic": True}, 3, 5)
+            await connection.disconnect()
+        return received
+
+    received = asyncio.run(asyncio.wait_for(run(), 20))
+    w.wait_event({"event": "subscribed", "device": "Harness", "notify": True})
+    assert b"\x03" in received and len(received) >= 3
+    periodic = w.find({"event": "notify", "periodic": True})
+    assert periodic[-1]["value"] == "03"
+    w.wait_event({"event": "disconnected", "device": "Harness"})
