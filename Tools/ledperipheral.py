@@ -44,7 +44,6 @@ from collections.abc import Callable
 from typing import Any
 
 from bumble import att, hci, smp
-from bumble.core import UUID
 from bumble.device import Connection, Device, DeviceConfiguration
 from bumble.gatt import Characteristic, CharacteristicValue, Descriptor, Service
 from bumble.host import Host

@@ -105,12 +105,16 @@ public final class Central {
                                  ownAddressType: info.ownAddress.type, filterPolicy: 0)
         if useExtendedCommands {
             try host.execute(p.extendedCommand)
-            try host.execute(.leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates))
         } else {
             try host.execute(p.command)
+        }
+        // Marked before the enable is answered: whatever interrupts the wait, clean-up disables scanning.
+        isScanning = true
+        if useExtendedCommands {
+            try host.execute(.leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates))
+        } else {
             try host.execute(.leSetScanEnable(true, filterDuplicates: filterDuplicates))
         }
-        isScanning = true
     }
 
     /// Stops scanning. Safe to call when not scanning.
@@ -198,9 +202,9 @@ public final class Central {
         connectResult = nil
         defer { connecting = nil }
         let deadline = Instant.now().adding(ms: timeoutMs)
-        try host.executeExpectingStatus(useExtendedCommands ? req.extendedCommand : req.command)
         let done: Bool
         do {
+            try host.executeExpectingStatus(useExtendedCommands ? req.extendedCommand : req.command)
             done = try host.pump(until: deadline) { connectResult != nil }
         } catch HCIError.interrupted(let sig) {
             // Ctrl-C/SIGTERM while connecting: cancel, and drop a connection that won the race.
