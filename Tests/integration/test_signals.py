@@ -18,7 +18,8 @@ class Running:
                                   stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self.cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.p.stderr is not None
@@ -38,7 +39,9 @@ class Running:
 
     def finish(self, timeout: float = 10) -> int:
         try:
-            return self.p.wait(timeout)
+            code = self.p.wait(timeout)
+            self.reader.join(timeout)  # stderr read to its end
+            return code
         except subprocess.TimeoutExpired:
             self.p.kill()
             raise AssertionError("attled did not exit after the signal:\n" + "\n".join(self.lines))
