@@ -421,6 +421,8 @@ def parse_args(argv=None):
                         help="host controllers keep public address 00:00:00:00:00:00 (Bumble's default)")
     parser.add_argument("--peripheral-transport", metavar="SPEC",
                         help="attach the single --device to an external controller over this transport")
+    parser.add_argument("--device-snoop", metavar="PATTERN",
+                        help="write each peripheral's HCI traffic with Bumble's snooper; {i} = device index")
     parser.add_argument("--snoop", metavar="PATTERN",
                         help="write each host controller's HCI traffic to a btsnoop file; {i} = host index")
     parser.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin is closed")
@@ -468,6 +470,7 @@ async def run(args) -> int:
     hosts = [HostPort(i, spec, args, air) for i, spec in enumerate(args.host)]
     peripherals: list[LedPeripheral] = []
     transports = []
+    device_snoop_files: list = []
     try:
         for host in hosts:
             await host.open()
@@ -482,6 +485,12 @@ async def run(args) -> int:
             else:
                 controller = Controller(f"P{index}", link=air)
                 device_host = Host(controller, AsyncPipeSink(controller))
+            if args.device_snoop:
+                # Bumble's own btsnoop writer on the peripheral's host: a capture
+                # made by another implementation, for attled decode and tshark.
+                snoop_file = open(args.device_snoop.format(i=index), "wb")  # noqa: SIM115 - closed at exit
+                device_snoop_files.append(snoop_file)
+                device_host.snooper = BtSnooper(snoop_file)
             peripheral.attach(device_host)
             peripherals.append(peripheral)
 
@@ -515,6 +524,8 @@ async def run(args) -> int:
             await asyncio.wait_for(cleanup(), 3.0)
         except Exception as error:  # noqa: BLE001
             logger.warning("cleanup: %s", error)
+        for f in device_snoop_files:
+            f.close()
         emit({"event": "exit"})
     return 0
 
