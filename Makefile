@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev
 STAMP := .build/.stamps
 
-.PHONY: all build release setup deps venv demo test test-unit test-integration clean
+.PHONY: all build release setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -33,9 +33,20 @@ $(STAMP)/venv: Tools/requirements.txt | $(STAMP)
 	@$(VPY) -m pip install -q --disable-pip-version-check -r Tools/requirements.txt
 	@touch $@
 
+# Test-only Debian packages: tshark is the outside judge of attled's captures.
+$(STAMP)/apt-test: | $(STAMP)
+	@if ! command -v tshark >/dev/null; then \
+	  echo "installing tshark"; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null; }; \
+	fi
+	@touch $@
+
 deps: $(STAMP)/apt
 venv: $(STAMP)/venv
 setup: deps venv
+test-deps: setup $(STAMP)/apt-test
 
 build: deps
 	swift build
@@ -52,10 +63,10 @@ test-unit: deps
 	swift test 2>&1 | tee .build/unit-tests.log | grep -E "^(✔|✘|􀟈|􁁛|Test run|.*error|.*failed|Executed)" | tail -n 40; \
 	exit $${PIPESTATUS[0]}
 
-test-integration: setup build
+test-integration: test-deps build
 	ATTLED_BIN=$(CURDIR)/.build/debug/attled $(VPY) -m pytest -q -p no:cacheprovider Tests/integration
 
-test: setup build
+test: test-deps build
 	@set -o pipefail; rc=0; \
 	echo "== unit tests (swift test)"; swift test 2>&1 | tail -n 15 || rc=1; \
 	echo "== integration tests (attled against Bumble virtual controllers)"; \

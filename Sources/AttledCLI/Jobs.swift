@@ -105,13 +105,25 @@ extension Session {
 
     func deviceJob() throws {
         guard let central = central, let host = host else { return }
-        // 1. Find the device.
-        var target: DeviceAddress
+        // 1. Find the device: --address, else the address this name resolved to last time
+        //    (if it answers quickly), else scan.
+        var target: DeviceAddress? = opts.address
         var advertised: [BluetoothUUID] = []
-        var deviceName: String? = nil
-        if let a = opts.address {
-            target = a
-        } else {
+        var deviceName: String? = opts.name
+        var conn: LEConnection? = nil
+        if target == nil, let name = opts.name, opts.service == nil, let c = cache, let known = c.address(forName: name) {
+            begin("connect")
+            let quick = remaining(max: min(opts.connectTimeoutMs ?? Self.defaultConnectMs, 1000))
+            do {
+                conn = try central.connect(to: known, timeoutMs: quick)
+                target = known
+                progress("\(pad("connect", 8)) \(pad(end(), 10)) \(name) at cached address \(known), handle 0x\(Hex.int(conn!.handle, width: 4)), interval \(formatMs(us: conn!.intervalMicroseconds, decimals: 2)) ms")
+            } catch let e as GAPError {
+                progress("cached address \(known) for '\(name)' did not answer (\(e)); scanning")
+                c.forget(name: name)
+            }
+        }
+        if target == nil {
             begin("scan")
             let scanMs = remaining(max: opts.timeoutMs ?? Self.defaultScanMs)
             try central.startScan(active: !opts.passive)
@@ -129,13 +141,18 @@ extension Session {
             result.append(("device", .object([("name", d.name.map { .string($0) } ?? .null), ("address", .string(d.address.address.description)),
                                               ("address_type", .string(d.address.type.description)), ("rssi", .int(Int(d.rssi)))])))
         }
+        guard let peer = target else { return }
         // 2. Connect.
-        begin("connect")
-        let cms = remaining(max: opts.connectTimeoutMs ?? Self.defaultConnectMs)
-        guard cms > 0 else { throw RunError("the --timeout passed before connecting", .connectionFailed) }
-        let conn = try central.connect(to: target, timeoutMs: cms)
-        connection = conn
-        let link = L2CAPLink(host: host, handle: conn.handle)
+        if conn == nil {
+            begin("connect")
+            let cms = remaining(max: opts.connectTimeoutMs ?? Self.defaultConnectMs)
+            guard cms > 0 else { throw RunError("the --timeout passed before connecting", .connectionFailed) }
+            conn = try central.connect(to: peer, timeoutMs: cms)
+            progress("\(pad("connect", 8)) \(pad(end(), 10)) handle 0x\(Hex.int(conn!.handle, width: 4)), interval \(formatMs(us: conn!.intervalMicroseconds, decimals: 2)) ms")
+        }
+        guard let connection = conn else { return }
+        self.connection = connection
+        let link = L2CAPLink(host: host, handle: connection.handle)
         link.onConnectionParameterRequest = { [unowned self] p, ok in
             if self.opts.trace != .off {
                 Console.err("attled: peer asked for connection interval \(formatMs(us: UInt64(p.intervalMin) * 1250, decimals: 2))-\(formatMs(us: UInt64(p.intervalMax) * 1250, decimals: 2)) ms: \(ok ? "accepted" : "rejected")")
@@ -143,14 +160,107 @@ extension Session {
         }
         let b = ATTBearer(link: link)
         b.transactionTimeoutMs = opts.attTimeoutMs ?? Self.defaultATTMs
+        b.onIndication = { [unowned self] hv in self.noteIndication(hv) }
         bearer = b
         let gatt = GATTClient(bearer: b)
-        progress("\(pad("connect", 8)) \(pad(end(), 10)) handle 0x\(Hex.int(conn.handle, width: 4)), interval \(formatMs(us: conn.intervalMicroseconds, decimals: 2)) ms")
-        if deviceName == nil { deviceName = target.description }
+        if deviceName == nil { deviceName = peer.description }
+        if let n = opts.name, opts.service == nil { cache?.remember(name: n, peer) }
 
         if opts.command == .gatt { try gattDump(gatt); return }
 
-        // 3. Discover the LED service.
+        // 3. The LED characteristics: from the cache when it is valid, else discovered.
+        var led: ResolvedLED
+        var fromCache = false
+        if let cached = try cachedLED(gatt, peer, advertised) {
+            led = cached
+            fromCache = true
+        } else {
+            led = try discover(gatt, peer, advertised, deviceName)
+        }
+        result.append(("profile", .string(led.profile.name)))
+        result.append(("cache", .string(fromCache ? "hit" : (cache == nil ? "off" : "miss"))))
+
+        // 4. Act; a cached handle the device rejects means the cache was stale:
+        //    discover again in the same connection and redo the job.
+        do {
+            try act(gatt, led)
+            if fromCache && serviceChanged { throw GATTError.discoveryStalled(procedure: "service changed", handle: 0) }
+        } catch where fromCache && connection.isConnected && (error is ATTError || error is GATTError) {
+            if case ATTError.timeout = error { throw error }
+            progress("cached handles failed (\(error)); discovering again")
+            cache?.remove(peer)
+            serviceChanged = false
+            led = try discover(gatt, peer, advertised, deviceName)
+            try act(gatt, led)
+        }
+    }
+
+    func act(_ gatt: GATTClient, _ led: ResolvedLED) throws {
+        switch opts.command {
+        case .set: try setColour(gatt, led)
+        case .get: try getColour(gatt, led)
+        case .send: try send(gatt, led)
+        case .listen: try listen(gatt, led)
+        default: break
+        }
+    }
+
+    /// A Service Changed indication (4-byte handle range, not one of ours)
+    /// invalidates what the cache holds for this device.
+    func noteIndication(_ hv: HandleValue) {
+        guard hv.value.count == 4 else { return }
+        serviceChanged = true
+        if let c = connection { cache?.remove(c.peer) }
+        progress("the device indicated Service Changed (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
+    }
+
+    /// The cached LED characteristics, after validating them with the GATT
+    /// Database Hash when the device has one; nil when there is no usable entry.
+    func cachedLED(_ gatt: GATTClient, _ peer: DeviceAddress, _ advertised: [BluetoothUUID]) throws -> ResolvedLED? {
+        guard let cache = cache, var e = cache.load(peer) else { return nil }
+        let profile: LEDProfile?
+        if let x = opts.explicitProfile {
+            profile = x.service == e.service.uuid ? x : nil
+        } else {
+            profile = LEDProfile.named(e.profile).flatMap { p in
+                (advertised.isEmpty || LEDProfile.detect(advertised) == nil || LEDProfile.detect(advertised) == p) ? p : nil
+            }
+        }
+        guard let prof = profile, prof.service == e.service.uuid,
+              let led = try? ResolvedLED(profile: prof, service: e.service, characteristics: e.characteristics) else { return nil }
+        begin("cache")
+        let before = bearer?.transactions.count ?? 0
+        var how = "trusted (no Database Hash)"
+        if let h = e.hashHandle, let want = e.hash {
+            let got: [UInt8]
+            do { got = try gatt.read(h) } catch let err as ATTError {
+                if case .errorResponse = err { cache.remove(peer); end(); return nil }
+                throw err
+            }
+            guard got == want else {
+                cache.remove(peer)
+                progress("\(pad("cache", 8)) \(pad(end(), 10)) Database Hash changed: discovering again")
+                return nil
+            }
+            how = "Database Hash matches"
+        } else if !e.noHash {
+            if let hv = try gatt.read(type: BluetoothUUID(uint16: 0x2B2A)), hv.value.count == 16 {
+                e.hashHandle = hv.handle; e.hash = hv.value
+                how = "Database Hash recorded"
+            } else {
+                e.noHash = true
+                how = "the device has no Database Hash"
+            }
+            cache.save(peer, e)
+        }
+        progress("\(pad("cache", 8)) \(pad(end(), 10)) \(prof.name) handles from the cache, \(how), \((bearer?.transactions.count ?? 0) - before) ATT transaction(s)")
+        return led
+    }
+
+    /// Discovers the LED service and its characteristics, stopping as soon as
+    /// the profile's characteristics are known, and saves them to the cache.
+    func discover(_ gatt: GATTClient, _ peer: DeviceAddress, _ advertised: [BluetoothUUID], _ deviceName: String?) throws -> ResolvedLED {
+        guard let b = bearer else { throw ATTError.disconnected(reason: nil) }
         begin("discover")
         let before = b.transactions.count
         var profile = opts.explicitProfile ?? LEDProfile.detect(advertised)
@@ -175,16 +285,10 @@ extension Session {
         let chars = try gatt.discoverCharacteristics(of: svc) { ResolvedLED.isComplete(prof, $0) }
         let led = try ResolvedLED(profile: prof, service: svc, characteristics: chars)
         progress("\(pad("discover", 8)) \(pad(end(), 10)) \(prof.name) service 0x\(Hex.int(svc.start, width: 4))-0x\(Hex.int(svc.end, width: 4)), \(chars.count) characteristic(s), MTU \(b.mtu), \(b.transactions.count - before) ATT transaction(s)")
-        result.append(("profile", .string(prof.name)))
-
-        // 4. Act.
-        switch opts.command {
-        case .set: try setColour(gatt, led)
-        case .get: try getColour(gatt, led)
-        case .send: try send(gatt, led)
-        case .listen: try listen(gatt, led)
-        default: break
+        if prof.name != "custom" {
+            cache?.save(peer, GATTCache.Entry(profile: prof.name, service: svc, characteristics: chars))
         }
+        return led
     }
 
     /// Writes with the type the characteristic's properties call for.
@@ -289,7 +393,9 @@ extension Session {
             }
         }
         b.onNotification = handler
-        b.onIndication = handler
+        b.onIndication = { [unowned self] hv in
+            if hv.handle == c.valueHandle { handler(hv) } else { self.noteIndication(hv) }
+        }
         try gatt.subscribe(c, indications: !c.properties.contains(.notify))
         progress("\(pad("subscribe", 8)) \(pad(end(), 10)) \(c.uuid) (handle 0x\(Hex.int(c.valueHandle, width: 4))); Ctrl-C stops")
         sigintIsSuccess = true
@@ -349,7 +455,7 @@ public func runCLI(_ args: [String], environment: [String: String]) -> Int32 {
     case .help: Console.out(Usage.help); return 0
     case .version: Console.out(Usage.version); return 0
     case .decode: return runDecode(opts)
-    default: return Session(opts).run()
+    default: return Session(opts, environment: environment).run()
     }
 }
 

@@ -33,6 +33,8 @@ public struct Options: Sendable {
     public var connectTimeoutMs: Int? = nil
     public var attTimeoutMs: Int? = nil
     public var extendedScan = false
+    /// Bypass the GATT/address cache (neither read nor written).
+    public var noCache = false
     public var files: [String] = []
     public var filter: String? = nil
 
@@ -83,6 +85,7 @@ public enum Usage {
       --timeout SECONDS      deadline for the whole run (scan: how long to scan)
       --connect-timeout MS   deadline for connecting (default 5000)
       --att-timeout MS       deadline per ATT transaction (default 3000)
+      --no-cache             do not use or update the GATT/address cache
       --json                 machine-readable output on stdout
       --quiet, -q            no progress lines on stderr
       --trace[=hex]          decode every packet on stderr (=hex adds raw bytes)
@@ -178,6 +181,7 @@ extension Options {
                 o.count = n
             case "--passive": o.passive = true
             case "--extended": o.extendedScan = true
+            case "--no-cache": o.noCache = true
             case "--json": o.json = true
             case "-q", "--quiet": o.quiet = true
             case "--trace":

@@ -37,7 +37,16 @@ final class Session {
     static let defaultConnectMs = 5_000
     static let defaultATTMs = 3_000
 
-    init(_ opts: Options) { self.opts = opts }
+    let environment: [String: String]
+    var cache: GATTCache?
+    /// Set when a Service Changed indication arrives: cached handles may be stale.
+    var serviceChanged = false
+
+    init(_ opts: Options, environment: [String: String] = [:]) {
+        self.opts = opts
+        self.environment = environment
+        if !opts.noCache { cache = GATTCache(directory: GATTCache.defaultDirectory(environment)) }
+    }
 
     var deadline: Instant { start.adding(ms: opts.timeoutMs ?? Self.defaultTimeoutMs) }
 

@@ -59,7 +59,11 @@ public final class L2CAPLink {
     /// Feeds one ACL packet (public for unit tests).
     public func receive(_ acl: ACLPacket) {
         if acl.isStart {
-            if rxActive { onReassemblyError?("start fragment while \(rxExpected - rx.count + 4) byte(s) of the previous PDU were missing; previous PDU dropped") }
+            if rxActive {
+                // rxExpected counts the 4-byte basic header; it is Int.max while the length field is incomplete.
+                let missing = rxExpected == Int.max ? "an unknown number of" : "\(rxExpected - rx.count)"
+                onReassemblyError?("start fragment while \(missing) byte(s) of the previous PDU were missing; previous PDU dropped")
+            }
             rx = acl.data
             rxActive = true
             guard rx.count >= 2 else {

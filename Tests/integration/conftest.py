@@ -358,6 +358,11 @@ def run_attled(args: list[str], timeout: float = 20, env: dict | None = None) ->
     """
     if not ATTLED.exists():
         pytest.fail(f"attled binary not found at {ATTLED}: build it (swift build) or set ATTLED_BIN")
+    env = dict(env or {})
+    if "XDG_CACHE_HOME" not in env:
+        # Each run starts cold unless a test passes its own cache directory
+        # (attled's GATT/address cache would otherwise leak between tests).
+        env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="attled-cache-", dir="/tmp")
     return _run([str(ATTLED), *map(str, args)], timeout, env)
 
 

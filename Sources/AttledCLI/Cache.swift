@@ -1,0 +1,158 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+import BLEGATT
+import LEDProfile
+
+/// What a run learned about a device, kept between runs so a warm run can
+/// write straight to the LED characteristics (and connect without scanning).
+///
+/// Files, under `$XDG_CACHE_HOME/attled/` (else `/var/cache/attled/` as root,
+/// else `~/.cache/attled/`):
+/// - `gatt-AA-BB-CC-DD-EE-FF-random`: one device's LED service and characteristics,
+///   and its GATT Database Hash once known; plain text, one record per line.
+/// - `names`: which address each advertised name resolved to.
+///
+/// The cache is validated with the Database Hash characteristic (0x2B2A) when
+/// the device has one, invalidated by a Service Changed indication, and any
+/// ATT error on a cached handle falls back to discovery in the same connection.
+struct GATTCache {
+    struct Entry: Equatable {
+        var profile: String
+        var service: Service
+        var characteristics: [Characteristic]
+        /// Handle and value of the Database Hash; nil when not yet known.
+        var hashHandle: UInt16?
+        var hash: [UInt8]?
+        /// True once a run found that the device has no Database Hash.
+        var noHash = false
+    }
+
+    let directory: String
+
+    /// The cache directory for this process, or nil when none can be made.
+    static func defaultDirectory(_ env: [String: String]) -> String {
+        if let x = env["XDG_CACHE_HOME"], !x.isEmpty { return x + "/attled" }
+        if getuid() == 0 { return "/var/cache/attled" }
+        if let h = env["HOME"], !h.isEmpty { return h + "/.cache/attled" }
+        return "/tmp/attled-cache-\(getuid())"
+    }
+
+    func path(_ a: DeviceAddress) -> String {
+        directory + "/gatt-" + a.address.description.replacingColons() + "-" + (a.type.isRandom ? "random" : "public")
+    }
+
+    // MARK: GATT entries
+
+    func load(_ a: DeviceAddress) -> Entry? {
+        guard let text = readFile(path(a)) else { return nil }
+        var profile: String? = nil, service: Service? = nil
+        var chars: [Characteristic] = []
+        var e = Entry(profile: "", service: Service(uuid: BluetoothUUID(uint16: 0), start: 0, end: 0), characteristics: [])
+        let lines = text.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        guard lines.first == ["attled-gatt-cache", "1"] else { return nil }
+        for f in lines.dropFirst() {
+            switch f.first {
+            case "profile" where f.count == 2: profile = f[1]
+            case "service" where f.count == 4:
+                guard let u = BluetoothUUID(f[1]), let s = UInt16(f[2]), let en = UInt16(f[3]) else { return nil }
+                service = Service(uuid: u, start: s, end: en)
+            case "char" where f.count == 6:
+                guard let u = BluetoothUUID(f[1]), let d = UInt16(f[2]), let p = UInt8(f[3]), let v = UInt16(f[4]), let en = UInt16(f[5]) else { return nil }
+                chars.append(Characteristic(declarationHandle: d, properties: CharacteristicProperties(rawValue: p), valueHandle: v, uuid: u, end: en))
+            case "hash" where f.count == 3:
+                guard let h = UInt16(f[1]), let v = Hex.parse(f[2]) else { return nil }
+                e.hashHandle = h; e.hash = v
+            case "nohash": e.noHash = true
+            default: return nil // unknown or damaged: ignore the whole entry
+            }
+        }
+        guard let p = profile, let s = service, !chars.isEmpty else { return nil }
+        e.profile = p; e.service = s; e.characteristics = chars
+        return e
+    }
+
+    func save(_ a: DeviceAddress, _ e: Entry) {
+        var lines = ["attled-gatt-cache 1", "profile \(e.profile)", "service \(e.service.uuid.long) \(e.service.start) \(e.service.end)"]
+        for c in e.characteristics {
+            lines.append("char \(c.uuid.long) \(c.declarationHandle) \(c.properties.rawValue) \(c.valueHandle) \(c.end)")
+        }
+        if let h = e.hashHandle, let v = e.hash { lines.append("hash \(h) \(Hex.string(v, separator: ""))") }
+        if e.noHash { lines.append("nohash") }
+        writeFile(path(a), lines.joined(separator: "\n") + "\n")
+    }
+
+    func remove(_ a: DeviceAddress) { unlink(path(a)) }
+
+    // MARK: names
+
+    func address(forName name: String) -> DeviceAddress? {
+        guard let text = readFile(directory + "/names") else { return nil }
+        for line in text.split(separator: "\n") {
+            let f = line.split(separator: "\t").map(String.init)
+            if f.count == 3, f[0] == name, let a = BDAddress(f[1]) {
+                return DeviceAddress(a, f[2] == "public" ? .public : .random)
+            }
+        }
+        return nil
+    }
+
+    func remember(name: String, _ a: DeviceAddress) {
+        guard !name.contains("\t"), !name.contains("\n") else { return }
+        var keep: [String] = []
+        if let text = readFile(directory + "/names") {
+            keep = text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix(name + "\t") }
+        }
+        keep.append("\(name)\t\(a.address)\t\(a.type.isRandom ? "random" : "public")")
+        writeFile(directory + "/names", keep.suffix(256).joined(separator: "\n") + "\n")
+    }
+
+    func forget(name: String) {
+        guard let text = readFile(directory + "/names") else { return }
+        let keep = text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix(name + "\t") }
+        writeFile(directory + "/names", keep.joined(separator: "\n") + (keep.isEmpty ? "" : "\n"))
+    }
+
+    // MARK: files
+
+    func readFile(_ p: String) -> String? {
+        let fd = open(p, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while out.count < 1 << 20 {
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            out += buf[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Writes atomically (temporary file, then rename); failures are silent:
+    /// the cache only ever saves time.
+    func writeFile(_ p: String, _ text: String) {
+        makeDirectories(directory)
+        let tmp = p + ".tmp.\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return }
+        let bytes = Array(text.utf8)
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
+        close(fd)
+        if n == bytes.count { rename(tmp, p) } else { unlink(tmp) }
+    }
+
+    func makeDirectories(_ d: String) {
+        var path = ""
+        for part in d.split(separator: "/") {
+            path += "/" + part
+            mkdir(path, 0o755)
+        }
+    }
+}
+
+extension String {
+    func replacingColons() -> String { String(map { $0 == ":" ? "-" : $0 }) }
+}

@@ -1,0 +1,193 @@
+/*
+ * vhci_bridge: runs in the kernel-test guest. It creates a virtual HCI
+ * controller with the kernel's hci_vhci driver (/dev/vhci) and copies HCI
+ * packets between it and a virtio-serial port whose host end is a Bumble
+ * virtual controller speaking H4.
+ *
+ *   vhci_bridge [-v] PORT        PORT: /dev/vportNpM, or a port name given
+ *                                with -device virtserialport,name=NAME
+ *
+ * /dev/vhci carries one whole packet per read() and needs one whole packet
+ * per write(), each starting with its H4 packet type byte. The port is a
+ * byte stream, so bytes from it are framed here by packet type (command
+ * header 3 bytes, ACL 4, SCO 3, event 2, ISO 4) before each write().
+ * Writing "ff 00" to /dev/vhci creates a primary controller; the driver
+ * answers with a vendor packet "ff 00 idx_lo idx_hi", which is consumed
+ * here and never forwarded.
+ *
+ * Built static (gcc -static -O2) so it runs in a busybox initramfs.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { H4_CMD = 0x01, H4_ACL = 0x02, H4_SCO = 0x03, H4_EVT = 0x04, H4_ISO = 0x05, H4_VENDOR = 0xff };
+
+static int verbose;
+
+static void logmsg(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vhci_bridge: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void dump(const char *dir, const uint8_t *p, size_t n) {
+    if (!verbose) return;
+    fprintf(stderr, "vhci_bridge: %s", dir);
+    for (size_t i = 0; i < n && i < 48; i++) fprintf(stderr, " %02x", p[i]);
+    fprintf(stderr, n > 48 ? " ...\n" : "\n");
+}
+
+/* Resolves a virtio-serial port name (from /sys/class/virtio-ports/X/name) to /dev/X. */
+static int resolve_port(const char *arg, char *out, size_t outlen) {
+    if (arg[0] == '/') { snprintf(out, outlen, "%s", arg); return 0; }
+    DIR *d = opendir("/sys/class/virtio-ports");
+    if (!d) return -1;
+    struct dirent *e;
+    int found = -1;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[512], name[256] = {0};
+        snprintf(path, sizeof path, "/sys/class/virtio-ports/%s/name", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(name, sizeof name, f)) name[strcspn(name, "\n")] = 0;
+        fclose(f);
+        if (strcmp(name, arg) == 0) {
+            snprintf(out, outlen, "/dev/%s", e->d_name);
+            found = 0;
+            break;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) { struct pollfd q = { fd, POLLOUT, 0 }; poll(&q, 1, 100); continue; }
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Length of the whole H4 packet at p (n bytes available): >0 when known,
+ * 0 when more bytes are needed, -1 for an unknown packet type. */
+static long h4_length(const uint8_t *p, size_t n) {
+    if (n < 1) return 0;
+    switch (p[0]) {
+    case H4_CMD: return n < 4 ? 0 : 4 + (long)p[3];
+    case H4_ACL: return n < 5 ? 0 : 5 + (long)(p[3] | (p[4] << 8));
+    case H4_SCO: return n < 4 ? 0 : 4 + (long)p[3];
+    case H4_EVT: return n < 3 ? 0 : 3 + (long)p[2];
+    case H4_ISO: return n < 5 ? 0 : 5 + (long)((p[3] | (p[4] << 8)) & 0x3fff);
+    default: return -1;
+    }
+}
+
+int main(int argc, char **argv) {
+    int argi = 1;
+    if (argi < argc && strcmp(argv[argi], "-v") == 0) { verbose = 1; argi++; }
+    if (argi >= argc) { fprintf(stderr, "usage: vhci_bridge [-v] /dev/vportNpM|PORTNAME\n"); return 64; }
+
+    char port[512];
+    /* The port appears with the virtio_console module: wait for it briefly. */
+    int tries = 0;
+    while (resolve_port(argv[argi], port, sizeof port) != 0 || access(port, F_OK) != 0) {
+        if (++tries > 100) { logmsg("no virtio-serial port %s", argv[argi]); return 69; }
+        usleep(50 * 1000);
+    }
+    int pfd = open(port, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (pfd < 0) { logmsg("open %s: %s", port, strerror(errno)); return 69; }
+    int vfd = open("/dev/vhci", O_RDWR | O_CLOEXEC);
+    if (vfd < 0) { logmsg("open /dev/vhci: %s (is hci_vhci loaded?)", strerror(errno)); return 69; }
+    /* Create a primary controller now (without this, the driver creates one after 1 s). */
+    const uint8_t create[2] = { H4_VENDOR, 0x00 };
+    if (write(vfd, create, sizeof create) != (ssize_t)sizeof create) {
+        logmsg("create controller: %s", strerror(errno));
+        return 69;
+    }
+    logmsg("%s <-> /dev/vhci", port);
+
+    static uint8_t vbuf[70000];       /* one packet from /dev/vhci */
+    static uint8_t sbuf[2 * 70000];   /* byte stream from the port */
+    size_t have = 0;
+    int port_eof_logged = 0;
+
+    for (;;) {
+        struct pollfd fds[2] = { { vfd, POLLIN, 0 }, { pfd, POLLIN, 0 } };
+        int r = poll(fds, 2, -1);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            logmsg("poll: %s", strerror(errno));
+            return 74;
+        }
+        if (fds[0].revents & POLLIN) {
+            ssize_t n = read(vfd, vbuf, sizeof vbuf);
+            if (n < 0 && errno != EINTR && errno != EAGAIN) { logmsg("read /dev/vhci: %s", strerror(errno)); return 74; }
+            if (n > 0) {
+                if (vbuf[0] == H4_VENDOR) {
+                    if (n >= 4) logmsg("controller created: hci%u", (unsigned)(vbuf[2] | (vbuf[3] << 8)));
+                } else {
+                    dump("host>", vbuf, (size_t)n);
+                    if (write_all(pfd, vbuf, (size_t)n) != 0) logmsg("write %s: %s", port, strerror(errno));
+                }
+            }
+        } else if (fds[0].revents & (POLLERR | POLLHUP)) {
+            logmsg("/dev/vhci closed");
+            return 74;
+        }
+        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = read(pfd, sbuf + have, sizeof sbuf - have);
+            if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN) continue;
+                logmsg("read %s: %s", port, strerror(errno));
+                return 74;
+            }
+            if (n == 0) {
+                /* The host end is not connected (yet, or any more): wait for it. */
+                if (!port_eof_logged) { logmsg("%s: host end not connected; waiting", port); port_eof_logged = 1; }
+                usleep(100 * 1000);
+                continue;
+            }
+            port_eof_logged = 0;
+            have += (size_t)n;
+            size_t off = 0;
+            for (;;) {
+                long len = h4_length(sbuf + off, have - off);
+                if (len < 0) {
+                    logmsg("dropping byte 0x%02x: not an H4 packet type", sbuf[off]);
+                    off++;
+                    continue;
+                }
+                if (len == 0 || (size_t)len > have - off) break;
+                dump("ctrl>", sbuf + off, (size_t)len);
+                /* One whole packet per write(), as the driver requires. */
+                ssize_t w;
+                do { w = write(vfd, sbuf + off, (size_t)len); } while (w < 0 && errno == EINTR);
+                if (w != len) logmsg("write /dev/vhci (%ld bytes): %s", len, w < 0 ? strerror(errno) : "short write");
+                off += (size_t)len;
+            }
+            memmove(sbuf, sbuf + off, have - off);
+            have -= off;
+        }
+    }
+}
