@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev
 STAMP := .build/.stamps
 
-.PHONY: all build release setup deps test-deps venv demo test test-unit test-integration clean
+.PHONY: all build release bench setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -54,6 +54,11 @@ build: deps
 release: deps
 	swift build -c release --static-swift-stdlib -Xlinker -s
 	@ls -l .build/release/attled
+
+# attled against Bumble, side by side (see Tools/bench.py).
+bench: setup release
+	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
+	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench
 
 # Runs attled against the built-in virtual CassarTech LED (pycom profile).
 demo: setup build

@@ -37,6 +37,8 @@ let package = Package(
         // Argument parsing and the jobs the CLI runs.
         .target(name: "AttledCLI", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile"], swiftSettings: strict),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
+        // Parser throughput micro-benchmark (make bench).
+        .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
                     dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "AttledCLI"],
                     swiftSettings: strict),

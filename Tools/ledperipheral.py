@@ -28,6 +28,12 @@ it, as real firmware would:
 Every observable thing is reported through an ``emit(dict)`` callback (vworld
 turns these into JSON lines); see ``LedPeripheral`` for the event shapes.
 
+Fault options (``fault_*`` keys, see ``FAULT_HELP``) turn the peripheral into a
+misbehaving peer for robustness tests: it can disconnect, stay silent, answer
+with the wrong opcode, send truncated or oversized PDUs, unsolicited Error
+Responses, notifications for undeclared handles, notification floods and
+indications, ask for a 23-byte MTU and request illegal connection parameters.
+
 The module is importable on its own: ``PeripheralOptions.parse()`` reads the
 ``NAME:PROFILE[:key=value,...]`` syntax, ``LedPeripheral(opts, emit)`` builds
 the Bumble Device around a ``bumble.host.Host``, ``await p.start()`` powers it
@@ -64,6 +70,14 @@ OP_WRITE_REQUEST = 0x12
 OP_WRITE_COMMAND = 0x52
 OP_SIGNED_WRITE_COMMAND = 0xD2
 OP_PREPARE_WRITE_REQUEST = 0x16
+OP_ERROR_RESPONSE = 0x01
+OP_HANDLE_VALUE_NOTIFICATION = 0x1B
+OP_HANDLE_VALUE_INDICATION = 0x1D
+OP_HANDLE_VALUE_CONFIRMATION = 0x1E
+ATT_ATTRIBUTE_NOT_FOUND = 0x0A
+HCI_REMOTE_USER_TERMINATED = 0x13
+INDICATION_TIMEOUT_S = 2.0
+OVERSIZE_BUILD_MTU = 517
 
 # Legacy advertising data limit (Core Vol 6, Part B, 2.3.1.1).
 LEGACY_ADV_DATA_MAX = 31
@@ -149,6 +163,106 @@ HARNESS_COMMANDS = {1: (0, 1), 0: (0, 0), 3: (1, 1), 4: (1, 0)}
 # -----------------------------------------------------------------------------
 # Options
 # -----------------------------------------------------------------------------
+# ATT requests a fault can be triggered by: name -> opcode.
+REQUEST_NAMES: dict[str, int] = {
+    "mtu": 0x02,
+    "find_info": 0x04,
+    "find_by_type": 0x06,
+    "read_by_type": 0x08,
+    "read": 0x0A,
+    "read_blob": 0x0C,
+    "read_multiple": 0x0E,
+    "read_by_group": 0x10,
+    "write": 0x12,
+    "prepare_write": 0x16,
+    "execute_write": 0x18,
+}
+REQUEST_OPCODE_NAMES = {op: name for name, op in REQUEST_NAMES.items()}
+# Request opcode -> the response opcode the ATT client expects.
+RESPONSE_FOR = {op: op + 1 for op in REQUEST_NAMES.values()}
+
+FAULT_KINDS = (
+    "disconnect_on", "disconnect_after", "no_answer", "wrong_opcode", "truncate", "oversize",
+    "spurious_error", "stray_notify", "flood", "indicate",
+)
+
+FAULT_HELP = """\
+Fault options (device keys), each fault_KIND=TRIGGER[/ARG]; several may be given.
+TRIGGER is an ATT request name, optionally #N for its N-th occurrence on the
+connection (default #1): mtu find_info find_by_type read_by_type read read_blob
+read_multiple read_by_group write prepare_write execute_write (or a hex opcode).
+  fault_disconnect_on=REQ[/REASON]    do not answer REQ: disconnect (default 0x13)
+  fault_disconnect_after=REQ[/REASON] answer REQ, then disconnect at once
+  fault_no_answer=REQ                 never answer REQ (the link stays up)
+  fault_wrong_opcode=REQ[/OPCODE]     answer REQ with its response's opcode
+                                      replaced (default Read Response 0x0b,
+                                      Read By Type Response 0x09 for a read)
+  fault_truncate=REQ[/N]              cut N bytes (default 1) off the response:
+                                      a Read By Type Response's data then no
+                                      longer divides by its length byte
+  fault_oversize=REQ                  build the response for ATT_MTU 517 whatever
+                                      was negotiated (list responses carry every
+                                      entry; padded with whole entries / zero
+                                      bytes until longer than ATT_MTU)
+  fault_spurious_error=REQ[/OPCODE]   first send an Error Response naming request
+                                      OPCODE (default Read Request 0x0a) that was
+                                      never made, then answer REQ normally
+  fault_stray_notify=REQ[/COUNT]      first send COUNT (default 3) notifications
+                                      for handles not in the database
+                                      (0x0000, 0xfffe, 0x1234, ...), then answer
+  fault_flood=REQ[/COUNT]             first send COUNT (default 300) notifications
+                                      of the first LED characteristic back to
+                                      back, then answer
+  fault_indicate=REQ[/HANDLE]         first send a Handle Value Indication (default:
+                                      the first LED characteristic's value handle),
+                                      then answer; reports indication_confirmed
+                                      {ms} or indication_unconfirmed (after 2 s)
+Every fault applied is reported as {"event":"fault","kind":..,"request":..,"nth":N,...}.
+Related keys: mtu=23 (ask for / allow only a 23-byte ATT_MTU),
+conn_update_params=IMIN,IMAX,LAT,TO (e.g. 4,2,600,5: illegal),
+security_request=1 (SMP Security Request on connect).
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One fault: what (kind), on which request (op, nth), and its argument."""
+
+    kind: str
+    op: int
+    nth: int = 1
+    arg: int | None = None
+
+    @classmethod
+    def parse(cls, kind: str, text: str) -> Fault:
+        trigger, _, arg_text = text.partition("/")
+        name, _, nth_text = trigger.partition("#")
+        name = name.strip().lower()
+        if name in REQUEST_NAMES:
+            op = REQUEST_NAMES[name]
+        else:
+            try:
+                op = int(name, 16)
+            except ValueError:
+                raise ValueError(
+                    f"fault_{kind}: unknown request {name!r} (known: {', '.join(REQUEST_NAMES)} or a hex opcode)"
+                ) from None
+            if op not in REQUEST_OPCODE_NAMES:
+                raise ValueError(f"fault_{kind}: 0x{op:02x} is not an ATT request opcode")
+        try:
+            nth = int(nth_text) if nth_text else 1
+            arg = int(arg_text, 0) if arg_text else None
+        except ValueError:
+            raise ValueError(f"fault_{kind}={text!r}: expected REQUEST[#N][/NUMBER]") from None
+        if nth < 1:
+            raise ValueError(f"fault_{kind}: #N counts from 1")
+        return cls(kind, op, nth, arg)
+
+    @property
+    def request(self) -> str:
+        return REQUEST_OPCODE_NAMES[self.op]
+
+
 def default_address(index: int) -> str:
     """Static random address for the index-th device: C0:11:22:33:44:55+index."""
     return f"C0:11:22:33:{0x44 + (0x55 + index) // 256:02X}:{(0x55 + index) % 256:02X}"
@@ -171,10 +285,14 @@ class PeripheralOptions:
     flags: str = "auto"  # "auto" (only if they fit) | "1" (always, error if too long) | "0"
     init: tuple[int, int, int] = (0, 0, 0)
     notify_every_ms: float = 0.0  # harness: notify the button value every MS while subscribed
+    conn_update_params: tuple[int, int, int, int] | None = None  # raw units; None = 24,40,0,400
+    mtu: int | None = None  # server ATT_MTU limit, and the peer's own Exchange MTU Request
+    faults: list[Fault] = dataclasses.field(default_factory=list)
 
     KEYS = (
         "interval", "addr", "name_in", "short", "conn_update", "conn_update_delay",
-        "security_request", "uuid", "flags", "init", "notify_every",
+        "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu",
+        *(f"fault_{kind}" for kind in FAULT_KINDS),
     )
 
     @classmethod
@@ -186,7 +304,11 @@ class PeripheralOptions:
         (shortened name length), conn_update=1, conn_update_delay=MS,
         security_request=1, uuid=0, flags=auto|0|1, init=R,G,B,
         notify_every=MS (harness: notify the button value periodically while
-        a client is subscribed).
+        a client is subscribed), conn_update_params=IMIN,IMAX,LATENCY,TIMEOUT
+        (raw units: 1.25 ms, 1.25 ms, events, 10 ms; implies conn_update=1;
+        any values, also illegal ones), mtu=N (23..517: the server's
+        ATT_MTU limit, and the peer sends its own Exchange MTU Request with
+        N as soon as connected), fault_KIND=TRIGGER[/ARG] (see FAULT_HELP).
         Options are separated by commas; ``init=R,G,B`` and ``addr=..`` are
         recognised even though they contain commas / colons.
         """
@@ -236,6 +358,21 @@ class PeripheralOptions:
                 opts.notify_every_ms = float(value)
                 if opts.notify_every_ms < 0:
                     raise ValueError("notify_every must be >= 0")
+            elif key == "conn_update_params":
+                try:
+                    params = tuple(int(v, 0) for v in value.split(","))
+                except ValueError:
+                    params = ()
+                if len(params) != 4 or not all(0 <= v <= 0xFFFF for v in params):
+                    raise ValueError(f"conn_update_params must be IMIN,IMAX,LATENCY,TIMEOUT (0..65535), not {value!r}")
+                opts.conn_update_params = params  # type: ignore[assignment]
+                opts.conn_update = True
+            elif key == "mtu":
+                opts.mtu = int(value, 0)
+                if not 23 <= opts.mtu <= 517:
+                    raise ValueError(f"mtu must be 23..517, not {value!r}")
+            elif key.startswith("fault_") and key[len("fault_"):] in FAULT_KINDS:
+                opts.faults.append(Fault.parse(key[len("fault_"):], value))
             elif key == "init":
                 rgb = tuple(int(v) for v in value.split(","))
                 if len(rgb) != 3 or not all(0 <= v <= 255 for v in rgb):
@@ -338,6 +475,13 @@ class LedPeripheral:
         self.chars: dict[str, Characteristic] = {}
         self._by_handle: dict[int, tuple[CharSpec, Characteristic]] = {}
 
+        # Faults: requests seen per opcode on the current connection, the
+        # response mutation armed for the request being answered, and the
+        # indication waiting for its confirmation.
+        self._request_counts: dict[int, int] = {}
+        self._mutation: tuple[Fault, int] | None = None  # (fault, ATT_MTU to restore)
+        self._indication: tuple[int, float, asyncio.TimerHandle] | None = None
+
     # -- events ---------------------------------------------------------------
     def emit(self, event: str, **fields: Any) -> None:
         self._emit({"event": event, "device": self.opts.name, **fields})
@@ -366,6 +510,11 @@ class LedPeripheral:
         }
         if self.spec.is_rgb:
             info["rgb"] = list(self.rgb)
+        if self.opts.faults:
+            info["faults"] = [f"{f.kind}={f.request}#{f.nth}" + (f"/{f.arg}" if f.arg is not None else "")
+                              for f in self.opts.faults]
+        if self.opts.mtu:
+            info["mtu"] = self.opts.mtu
         return info
 
     def _spawn(self, coro) -> None:
@@ -384,6 +533,8 @@ class LedPeripheral:
         self.device = device
 
         device.add_service(self._build_service())
+        if self.opts.mtu:
+            device.gatt_server.max_mtu = self.opts.mtu
         # Value handles are assigned by add_service.
         for spec in self.spec.chars:
             ch = self.chars[spec.role]
@@ -456,6 +607,8 @@ class LedPeripheral:
     # -- connection handling --------------------------------------------------
     def _on_connection(self, connection: Connection) -> None:
         self.connection = connection
+        self._request_counts.clear()
+        self._mutation = None
         self.emit(
             "connected",
             peer=str(connection.peer_address).split("/")[0],
@@ -482,6 +635,8 @@ class LedPeripheral:
             self._spawn(self._request_conn_update(connection))
         if self.opts.notify_every_ms:
             self._spawn(self._notify_periodically(connection))
+        if self.opts.mtu:
+            self._spawn(self._request_mtu(connection))
 
     def _on_disconnection(self, connection: Connection, reason: int) -> None:
         if self.connection is connection:
@@ -503,9 +658,13 @@ class LedPeripheral:
         # Same values as seen from real peripherals: 30-50 ms, latency 0, 4 s
         # (units: 1.25 ms for intervals, 10 ms for the timeout).
         manager = self.device.l2cap_channel_manager
-        self.emit("conn_update", interval_min_ms=30.0, interval_max_ms=50.0, latency=0, timeout_ms=4000.0)
+        imin, imax, latency, timeout = self.opts.conn_update_params or (24, 40, 0, 400)
+        self.emit("conn_update", interval_min_ms=imin * 1.25, interval_max_ms=imax * 1.25, latency=latency,
+                  timeout_ms=timeout * 10.0, raw=[imin, imax, latency, timeout])
         try:
-            result = await asyncio.wait_for(manager.update_connection_parameters(connection, 24, 40, 0, 400), 5.0)
+            result = await asyncio.wait_for(
+                manager.update_connection_parameters(connection, imin, imax, latency, timeout), 5.0
+            )
             self.emit("conn_update_response", accepted=result == 0, result=int(result))
         except asyncio.TimeoutError:
             self.emit("conn_update_timeout")
@@ -513,6 +672,18 @@ class LedPeripheral:
             # Bumble keeps the pending future forever if no answer came; clear
             # it so that the next connection can ask again.
             manager.connection_parameters_update_response = None
+
+    async def _request_mtu(self, connection: Connection) -> None:
+        """mtu=N: the peer's own Exchange MTU Request, sent as soon as connected."""
+        assert self.opts.mtu is not None
+        self.emit("mtu_request", mtu=self.opts.mtu)
+        try:
+            mtu = await asyncio.wait_for(connection.gatt_client.request_mtu(self.opts.mtu), 5.0)
+            self.emit("mtu_exchanged", mtu=int(mtu))
+        except asyncio.TimeoutError:
+            self.emit("mtu_request_timeout")
+        except Exception as error:  # noqa: BLE001 - link gone, or an Error Response
+            self.emit("mtu_request_failed", detail=str(error))
 
     async def _notify_periodically(self, connection: Connection) -> None:
         """harness notify_every=MS: notify the button value while subscribed."""
@@ -572,12 +743,170 @@ class LedPeripheral:
             except Exception:  # noqa: BLE001
                 raw = b""
             self.emit("att", op=int(pdu.op_code), pdu=raw.hex())
+            if int(pdu.op_code) == OP_HANDLE_VALUE_CONFIRMATION and self._indication is not None:
+                self._indication_confirmed()
+                return
+            if not self._apply_faults(server, bearer, int(pdu.op_code)):
+                return
             if self._screen(server, bearer, pdu):
                 inner(bearer, pdu)
 
         # Server.on_gatt_pdu is looked up on the instance by the device's ATT
         # dispatch, so an instance attribute replaces it for this device only.
         server.on_gatt_pdu = screened
+
+        # Every response goes through send_response (Bumble's handlers and
+        # ours): the place where an armed fault mutates it.
+        send_inner = server.send_response
+
+        def send_response(bearer, response) -> None:
+            if self._mutation is None:
+                send_inner(bearer, response)
+                return
+            fault, saved_mtu = self._mutation
+            self._mutation = None
+            self._mutate_response(server, send_inner, bearer, response, fault, saved_mtu)
+
+        server.send_response = send_response
+
+    # -- faults -----------------------------------------------------------------
+    def _emit_fault(self, fault: Fault, **fields: Any) -> None:
+        self.emit("fault", kind=fault.kind, request=fault.request, nth=fault.nth, **fields)
+
+    def _first_value_handle(self) -> int:
+        return self.chars[self.spec.chars[0].role].handle
+
+    def _apply_faults(self, server, bearer, op: int) -> bool:
+        """Run the faults triggered by this request; False when it must not be answered."""
+        if op not in REQUEST_OPCODE_NAMES:
+            return True
+        if self._mutation is not None:  # an armed mutation whose response never came
+            bearer.att_mtu = self._mutation[1]
+            self._mutation = None
+        nth = self._request_counts[op] = self._request_counts.get(op, 0) + 1
+        active = [f for f in self.opts.faults if f.op == op and f.nth == nth]
+        if not active:
+            return True
+        # 1. What is sent before the answer (same ATT bearer, so it arrives first).
+        for fault in active:
+            if fault.kind == "spurious_error":
+                named = fault.arg if fault.arg is not None else OP_READ_REQUEST
+                raw = bytes([OP_ERROR_RESPONSE, named, 0x01, 0x00, ATT_ATTRIBUTE_NOT_FOUND])
+                server.send_gatt_pdu(bearer, raw)
+                self._emit_fault(fault, pdu=raw.hex(), named_request=named)
+            elif fault.kind == "stray_notify":
+                count = fault.arg if fault.arg is not None else 3
+                handles = self._undeclared_handles(server, count)
+                for handle in handles:
+                    server.send_gatt_pdu(bearer, bytes([OP_HANDLE_VALUE_NOTIFICATION]) + handle.to_bytes(2, "little") + b"\xde\xad")
+                self._emit_fault(fault, handles=handles)
+            elif fault.kind == "flood":
+                count = fault.arg if fault.arg is not None else 300
+                handle = self._first_value_handle()
+                prefix = bytes([OP_HANDLE_VALUE_NOTIFICATION]) + handle.to_bytes(2, "little")
+                for i in range(count):
+                    server.send_gatt_pdu(bearer, prefix + bytes([i & 0xFF]))
+                self._emit_fault(fault, count=count, handle=handle)
+            elif fault.kind == "indicate":
+                handle = fault.arg if fault.arg is not None else self._first_value_handle()
+                raw = bytes([OP_HANDLE_VALUE_INDICATION]) + handle.to_bytes(2, "little") + b"\x01"
+                if self._indication is not None:
+                    self._indication[2].cancel()
+                timer = asyncio.get_running_loop().call_later(INDICATION_TIMEOUT_S, self._indication_unconfirmed)
+                self._indication = (handle, asyncio.get_running_loop().time(), timer)
+                server.send_gatt_pdu(bearer, raw)
+                self._emit_fault(fault, pdu=raw.hex(), handle=handle)
+        # 2. What happens to the answer.
+        for fault in active:
+            if fault.kind == "disconnect_on":
+                reason = fault.arg if fault.arg is not None else HCI_REMOTE_USER_TERMINATED
+                self._emit_fault(fault, reason=reason)
+                self._disconnect(reason)
+                return False
+            if fault.kind == "no_answer":
+                self._emit_fault(fault)
+                return False
+        for fault in active:
+            if fault.kind in ("wrong_opcode", "truncate", "oversize", "disconnect_after"):
+                saved_mtu = bearer.att_mtu
+                if fault.kind == "oversize":
+                    bearer.att_mtu = OVERSIZE_BUILD_MTU  # Bumble builds the response for this MTU
+                self._mutation = (fault, saved_mtu)
+                break
+        return True
+
+    def _undeclared_handles(self, server, count: int) -> list[int]:
+        handles: list[int] = []
+        for handle in (0x0000, 0xFFFE, 0x1234, 0xBEEF, 0x7FFF, *range(0xF000, 0x10000)):
+            if len(handles) == count:
+                break
+            if handle == 0 or server.get_attribute(handle) is None:
+                handles.append(handle)
+        return handles
+
+    def _mutate_response(self, server, send_inner, bearer, response, fault: Fault, saved_mtu: int) -> None:
+        raw = bytearray(bytes(response))
+        original = raw[0] if raw else -1
+        if fault.kind == "disconnect_after":
+            send_inner(bearer, response)
+            reason = fault.arg if fault.arg is not None else HCI_REMOTE_USER_TERMINATED
+            self._emit_fault(fault, response=original, reason=reason)
+            self._disconnect(reason)
+            return
+        if fault.kind == "wrong_opcode":
+            expected = RESPONSE_FOR[fault.op]
+            raw[0] = fault.arg if fault.arg is not None else (0x09 if expected == 0x0B else 0x0B)
+        elif fault.kind == "truncate":
+            cut = fault.arg if fault.arg is not None else 1
+            raw = raw[: max(1, len(raw) - cut)]
+        elif fault.kind == "oversize":
+            bearer.att_mtu = saved_mtu
+            raw = self._oversized(raw, saved_mtu)
+        self._emit_fault(fault, response=original, pdu=bytes(raw).hex(), length=len(raw), mtu=saved_mtu)
+        server.send_gatt_pdu(bearer, bytes(raw))
+
+    @staticmethod
+    def _oversized(raw: bytearray, mtu: int) -> bytearray:
+        """Make ``raw`` longer than ``mtu`` while keeping it well formed where possible."""
+        op = raw[0] if raw else 0
+        entry = b"\x00"
+        if op in (0x09, 0x11) and len(raw) > 2 and raw[1] and (len(raw) - 2) % raw[1] == 0:
+            entry = bytes(raw[-raw[1]:])  # one more whole attribute data entry
+        elif op == 0x07 and len(raw) >= 5:
+            entry = bytes(raw[-4:])
+        elif op == 0x05 and len(raw) >= 2:
+            entry = bytes(raw[-(4 if raw[1] == 1 else 18):])
+        while len(raw) <= mtu:
+            raw += entry
+        return raw
+
+    def _disconnect(self, reason: int) -> None:
+        connection = self.connection
+        if connection is None:
+            return
+
+        async def go() -> None:
+            try:
+                await asyncio.wait_for(connection.disconnect(reason), 2.0)
+            except Exception as error:  # noqa: BLE001 - already gone
+                logger.info("fault disconnect: %s", error)
+
+        self._spawn(go())
+
+    def _indication_confirmed(self) -> None:
+        assert self._indication is not None
+        handle, t0, timer = self._indication
+        timer.cancel()
+        self._indication = None
+        ms = (asyncio.get_running_loop().time() - t0) * 1000
+        self.emit("indication_confirmed", handle=handle, ms=round(ms, 2))
+
+    def _indication_unconfirmed(self) -> None:
+        if self._indication is None:
+            return
+        handle = self._indication[0]
+        self._indication = None
+        self.emit("indication_unconfirmed", handle=handle, after_s=INDICATION_TIMEOUT_S)
 
     def _screen(self, server, bearer, pdu) -> bool:
         """Return True to let Bumble's server handle ``pdu`` normally."""

@@ -231,7 +231,9 @@ extension Session {
         begin("cache")
         let before = bearer?.transactions.count ?? 0
         var how = "trusted (no Database Hash)"
-        if let h = e.hashHandle, let want = e.hash {
+        if opts.trustCache {
+            how = "trusted (--trust-cache)"
+        } else if let h = e.hashHandle, let want = e.hash {
             let got: [UInt8]
             do { got = try gatt.read(h) } catch let err as ATTError {
                 if case .errorResponse = err { cache.remove(peer); end(); return nil }

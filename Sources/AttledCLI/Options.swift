@@ -35,6 +35,8 @@ public struct Options: Sendable {
     public var extendedScan = false
     /// Bypass the GATT/address cache (neither read nor written).
     public var noCache = false
+    /// Use cached handles without the Database Hash check (ATT errors still catch a stale cache).
+    public var trustCache = false
     public var files: [String] = []
     public var filter: String? = nil
 
@@ -86,6 +88,7 @@ public enum Usage {
       --connect-timeout MS   deadline for connecting (default 5000)
       --att-timeout MS       deadline per ATT transaction (default 3000)
       --no-cache             do not use or update the GATT/address cache
+      --trust-cache          skip the Database Hash check of cached handles (saves a round trip)
       --json                 machine-readable output on stdout
       --quiet, -q            no progress lines on stderr
       --trace[=hex]          decode every packet on stderr (=hex adds raw bytes)
@@ -182,6 +185,7 @@ extension Options {
             case "--passive": o.passive = true
             case "--extended": o.extendedScan = true
             case "--no-cache": o.noCache = true
+            case "--trust-cache": o.trustCache = true
             case "--json": o.json = true
             case "-q", "--quiet": o.quiet = true
             case "--trace":

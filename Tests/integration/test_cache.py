@@ -103,3 +103,14 @@ def test_particle_warm_run_has_no_requests_beyond_the_hash(world, tmp_path):
     assert warm.returncode == 0, warm.stderr
     assert "ATT transactions: 1 (+ 3 without response)" in warm.stderr
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [3, 0, 0]})
+
+
+def test_trust_cache_writes_without_any_other_request(world, tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    w = world(devices=["CassarTech:pycom"])
+    args = ["-i", w.transport(), "--name", "CassarTech", "--trace"]
+    assert run_attled([*args, "--rgb", "1,0,0"], env=env).returncode == 0
+    warm = run_attled([*args, "--rgb", "2,0,0", "--trust-cache"], env=env)
+    assert warm.returncode == 0, warm.stderr
+    assert att_count(warm.stderr) == 3  # the three Write Requests, nothing else
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [2, 0, 0]})

@@ -1,0 +1,269 @@
+import Testing
+@testable import BLEWire
+@testable import BLETransport
+@testable import BLEHCI
+@testable import BLEGAP
+@testable import BLEATT
+@testable import BLEGATT
+@testable import LEDProfile
+@testable import AttledCLI
+
+private func parse(_ line: String, env: [String: String] = [:]) throws -> Options {
+    try Options.parse(line.split(separator: " ").map(String.init), environment: env)
+}
+
+/// The fields of Options that parsing sets, for comparing two parses.
+private func summary(_ o: Options) -> String {
+    "\(o.command) \(String(describing: o.transport)) \(String(describing: o.name)) \(String(describing: o.service)) \(String(describing: o.address)) "
+        + "\(String(describing: o.rgb)) \(String(describing: o.value)) \(String(describing: o.characteristic)) \(String(describing: o.count)) "
+        + "\(o.passive) \(o.json) \(o.quiet) \(o.trace) \(String(describing: o.timeoutMs)) \(o.files) \(String(describing: o.filter))"
+}
+
+@Suite("CLI options")
+struct OptionsTests {
+    @Test("--name CassarTech --rgb 255,0,0 sets the colour on the named device")
+    func nameAndColour() throws {
+        let o = try parse("--name CassarTech --rgb 255,0,0")
+        #expect(o.command == .set)
+        #expect(o.name == "CassarTech")
+        #expect(o.rgb == RGB(255, 0, 0))
+        #expect(o.transport == nil)
+    }
+
+    @Test("options before and after the subcommand mean the same", arguments: [
+        ("--name X get", "get --name X"),
+        ("-i hci1 --json scan --passive", "scan -i hci1 --passive --json"),
+        ("--value 0103 send --name LED", "send --name LED --value 0103"),
+        ("--filter att decode cap.btsnoop", "decode cap.btsnoop --filter att"),
+    ])
+    func optionOrder(a: String, b: String) throws {
+        let x = try parse(a), y = try parse(b)
+        #expect(summary(x) == summary(y))
+        #expect(x.command != .set)
+    }
+
+    @Test("-i hci0 and --transport=SPEC select the transport")
+    func transport() throws {
+        #expect(try parse("-i hci0 --rgb red").transport == .userChannel(index: 0))
+        #expect(try parse("--transport=tcp:127.0.0.1:9000 --rgb red").transport == .tcp(host: "127.0.0.1", port: 9000))
+        #expect(try parse("--device unix:/tmp/x --rgb red").transport == .unix(path: "/tmp/x"))
+    }
+
+    @Test("ATTLED_TRANSPORT from the environment is used unless -i is given")
+    func environment() throws {
+        let env = ["ATTLED_TRANSPORT": "serial:/dev/ttyACM0,921600,rtscts"]
+        #expect(try parse("--rgb red", env: env).transport == .serial(path: "/dev/ttyACM0", baud: 921600, rtscts: true))
+        #expect(try parse("-i hci2 --rgb red", env: env).transport == .userChannel(index: 2))
+        #expect(try parse("--rgb red", env: ["ATTLED_TRANSPORT": ""]).transport == nil)
+        #expect(throws: UsageError.self) { try parse("--rgb red", env: ["ATTLED_TRANSPORT": "bogus"]) }
+        do { _ = try parse("--rgb red", env: ["ATTLED_TRANSPORT": "tcp:h:0"]) } catch let e as UsageError {
+            #expect(e.message.hasPrefix("ATTLED_TRANSPORT: "))
+        }
+    }
+
+    @Test("every option with a value", arguments: [""])
+    func allOptions(_: String) throws {
+        let o = try parse("listen --address C0:11:22:33:44:55,public --char red --count 3 --quiet --trace=hex --btsnoop /tmp/c.btsnoop --timeout 2.5 --connect-timeout 700 --att-timeout 900 --extended --profile pycom")
+        #expect(o.command == .listen)
+        #expect(o.address == DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .public))
+        #expect(o.characteristic == "red")
+        #expect(o.count == 3)
+        #expect(o.quiet)
+        #expect(o.trace == .hex)
+        #expect(o.btsnoop == "/tmp/c.btsnoop")
+        #expect(o.timeoutMs == 2500)
+        #expect(o.connectTimeoutMs == 700)
+        #expect(o.attTimeoutMs == 900)
+        #expect(o.extendedScan)
+        #expect(o.profile == .pycom)
+        #expect(try parse("get --address C0:11:22:33:44:55").address?.type == .random)
+        #expect(try parse("get --trace").trace == .decoded)
+        #expect(try parse("send --value 0x0103").value == hex("01 03"))
+    }
+
+    @Test("custom RGB characteristics make an explicit profile")
+    func customProfile() throws {
+        let o = try parse("--service b4250400-fb4b-4746-b2b0-93f0e61122c6 --red 2a01 --green 2a02 --blue 2a03 --rgb 1,2,3")
+        let p = try #require(o.explicitProfile)
+        #expect(p.name == "custom")
+        #expect(p.service == BluetoothUUID("b4250400-fb4b-4746-b2b0-93f0e61122c6"))
+        #expect(p.requiredCharacteristics == [BluetoothUUID(uint16: 0x2A01), BluetoothUUID(uint16: 0x2A02), BluetoothUUID(uint16: 0x2A03)])
+        #expect(try parse("--profile particle --rgb red").explicitProfile == .particle)
+        #expect(try parse("--rgb red").explicitProfile == nil)
+    }
+
+    @Test("help and version stop parsing and need nothing else")
+    func helpVersion() throws {
+        #expect(try parse("-h").command == .help)
+        #expect(try parse("get --name X --help").command == .help)
+        #expect(try parse("--help --rgb 300").command == .help)
+        #expect(try parse("help").command == .help)
+        #expect(try parse("--version").command == .version)
+    }
+
+    @Test("usage errors throw UsageError", arguments: [
+        "--rgb 300,0,0", "--bogus", "--red 2a01 --service 1800 --rgb red", "--red 2a01 --green 2a02 --rgb red",
+        "--red 2a01 --green 2a02 --blue 2a03 --rgb red", "--profile pycom --red 2a01 --green 2a02 --blue 2a03 --service 1800 --rgb red",
+        "send", "send --value", "send --value zz", "--name", "-i bogus --rgb red", "-i tcp:h:0 --rgb red", "get --rgb red", "",
+        "decode", "decode a b", "decode a --filter xyz", "listen --count 0", "listen --count x", "get --timeout -1", "get --timeout x",
+        "get --trace=foo", "get --address bad", "get --address C0:11:22:33:44:55,weird", "get --address C0:11:22:33:44:55,public,x",
+        "get --profile x", "get foo", "--profile harness --rgb red", "get --service nonsense", "scan scan",
+    ])
+    func usageErrors(line: String) {
+        #expect(throws: UsageError.self) { try parse(line) }
+    }
+
+    @Test("usage error messages say what was wrong")
+    func usageMessages() {
+        func message(_ line: String) -> String? {
+            do { _ = try parse(line); return nil } catch let e as UsageError { return e.message } catch { return nil }
+        }
+        #expect(message("--rgb 300,0,0") == "--rgb: '300' in '300,0,0' is not a number from 0 to 255")
+        #expect(message("--bogus") == "unknown option '--bogus'")
+        #expect(message("--red 2a01 --rgb red") == "--red, --green and --blue go together")
+        #expect(message("send") == "send needs --value HEX")
+    }
+}
+
+@Suite("Colours")
+struct RGBTests {
+    @Test("colour forms", arguments: [
+        ("#ff0000", RGB(255, 0, 0)), ("ff0000", RGB(255, 0, 0)), ("FF8000", RGB(255, 128, 0)), ("red", RGB(255, 0, 0)),
+        ("RED", RGB(255, 0, 0)), ("off", RGB(0, 0, 0)), (" 1, 2 ,3 ", RGB(1, 2, 3)), ("0,0,255", RGB(0, 0, 255)),
+        ("255,255,255", RGB(255, 255, 255)), ("orange", RGB(255, 165, 0)),
+    ])
+    func forms(text: String, rgb: RGB) {
+        guard case .success(let c) = RGB.parse(text) else { Issue.record("\(text) did not parse"); return }
+        #expect(c == rgb)
+    }
+
+    @Test("non-colours are refused with a reason", arguments: ["300,0,0", "1,2", "1,2,3,4", "#ff00", "#gg0000", "", "a,b,c", "-1,0,0", "1,,3", "teal"])
+    func refuses(text: String) {
+        guard case .failure(let e) = RGB.parse(text) else { Issue.record("\(text) parsed"); return }
+        #expect(!e.message.isEmpty)
+    }
+
+    @Test("colours print as numbers and #rrggbb")
+    func printing() {
+        #expect(RGB(255, 128, 0).hex == "#ff8000")
+        #expect(RGB(255, 128, 0).description == "255,128,0 (#ff8000)")
+    }
+}
+
+@Suite("LED profiles")
+struct LEDProfileTests {
+    @Test("profiles are found by name and by advertised service")
+    func lookup() {
+        #expect(LEDProfile.named("PYCOM") == .pycom)
+        #expect(LEDProfile.named("nope") == nil)
+        #expect(LEDProfile.detect([BluetoothUUID(uint16: 0x180F), BluetoothUUID("b4250400-fb4b-4746-b2b0-93f0e61122c6")!]) == .particle)
+        #expect(LEDProfile.detect([BluetoothUUID("19b10010-e8f2-537e-4f6c-d104768a1214")!]) == .harness)
+        #expect(LEDProfile.detect([]) == nil)
+        #expect(LEDProfile.pycom.isRGB && !LEDProfile.harness.isRGB)
+    }
+
+    @Test("resolving a profile picks red, green, blue in order, or says which is missing")
+    func resolve() throws {
+        guard case let .rgb(r, g, b) = LEDProfile.pycom.shape else { Issue.record("pycom is not RGB"); return }
+        let svc = Service(uuid: LEDProfile.pycom.service, start: 0x10, end: 0x1F)
+        func c(_ h: UInt16, _ u: BluetoothUUID, _ p: CharacteristicProperties = [.read, .write]) -> Characteristic {
+            Characteristic(declarationHandle: h, properties: p, valueHandle: h + 1, uuid: u, end: h + 1)
+        }
+        let chars = [c(0x15, b), c(0x11, r), c(0x13, g)]
+        #expect(ResolvedLED.isComplete(.pycom, chars))
+        let led = try ResolvedLED(profile: .pycom, service: svc, characteristics: chars)
+        #expect(led.rgb?.map(\.valueHandle) == [0x12, 0x14, 0x16])
+        #expect(!ResolvedLED.isComplete(.pycom, Array(chars.prefix(2))))
+        #expect(throws: GATTError.characteristicNotFound(g, service: LEDProfile.pycom.service)) {
+            try ResolvedLED(profile: .pycom, service: svc, characteristics: [c(0x11, r), c(0x15, b)])
+        }
+        let cmd = [c(0x11, BluetoothUUID(uint16: 0x2A56), .writeWithoutResponse), c(0x13, BluetoothUUID(uint16: 0x2A57), [.read, .notify])]
+        #expect(ResolvedLED.isComplete(.harness, cmd))
+        let h = try ResolvedLED(profile: .harness, service: svc, characteristics: cmd)
+        #expect(h.command?.valueHandle == 0x12 && h.notifier?.valueHandle == 0x14)
+        #expect(throws: GATTError.self) { try ResolvedLED(profile: .harness, service: svc, characteristics: [cmd[1]]) }
+    }
+}
+
+@Suite("Exit codes")
+struct ExitCodeTests {
+    struct Other: Error {}
+
+    static let cases: [(any Error, Int32)] = [
+        (RunError("x", .deviceNotFound), 3),
+        (UsageError("x"), 64),
+        (TransportError.invalidSpec("x", reason: "r"), 64),
+        (TransportError.noBluetoothInKernel, 69),
+        (TransportError.noSuchAdapter("hci9"), 69),
+        (TransportError.refused("tcp:h:1", errno: 111), 69),
+        (TransportError.unreachable("tcp:h:1", reason: "r"), 69),
+        (TransportError.deviceMissing("/dev/x"), 69),
+        (TransportError.adapterBusy("hci0"), 75),
+        (TransportError.permissionDenied("hci0", operation: "bind"), 77),
+        (TransportError.closedByPeer("x"), 74),
+        (TransportError.io("x", operation: "read", errno: 5), 74),
+        (TransportError.corruptStream("x", reason: "r"), 74),
+        (HCIError.transport(.closedByPeer("x")), 74),
+        (HCIError.transport(.adapterBusy("hci0")), 75),
+        (HCIError.transport(.permissionDenied("hci0", operation: "bind")), 77),
+        (HCIError.interrupted(signal: 2), 130),
+        (HCIError.interrupted(signal: 15), 143),
+        (HCIError.commandFailed(.reset, .hardwareFailure), 76),
+        (HCIError.commandTimeout(.reset, ms: 1), 76),
+        (HCIError.hardwareError(1), 76),
+        (HCIError.malformed(.reset, .invalid(field: "f", reason: "r")), 76),
+        (GAPError.connectTimeout(DeviceAddress(.zero, .random), ms: 1), 4),
+        (GAPError.connectFailed(DeviceAddress(.zero, .random), .connectionFailedToEstablish), 4),
+        (ATTError.errorResponse(request: .writeRequest, handle: 1, code: .writeNotPermitted), 6),
+        (ATTError.unexpectedResponse(request: .readRequest, received: .writeResponse), 6),
+        (ATTError.malformedResponse(request: .readRequest, reason: "r"), 6),
+        (ATTError.tooLong(request: .writeRequest, size: 30, mtu: 23), 6),
+        (ATTError.timeout(request: .readRequest, handle: 1, ms: 1), 7),
+        (ATTError.disconnected(reason: nil), 7),
+        (ATTError.bearerClosed, 7),
+        (GATTError.serviceNotFound(BluetoothUUID(uint16: 0x1800)), 5),
+        (GATTError.characteristicNotFound(BluetoothUUID(uint16: 0x2A00), service: BluetoothUUID(uint16: 0x1800)), 5),
+        (GATTError.noClientConfiguration(BluetoothUUID(uint16: 0x2A00)), 5),
+        (GATTError.notPermitted(BluetoothUUID(uint16: 0x2A00), operation: "write", properties: .read), 6),
+        (GATTError.discoveryStalled(procedure: "p", handle: 1), 6),
+        (GATTError.malformed(procedure: "p", reason: "r"), 6),
+        (WireError.truncated(field: "f", needed: 1, available: 0), 65),
+        (Other(), 1),
+    ]
+
+    @Test("classify maps each error to its documented exit code", arguments: cases.indices)
+    func classifies(i: Int) {
+        let (error, code) = Self.cases[i]
+        #expect(classify(error).code.rawValue == code, "\(error)")
+    }
+
+    @Test("the message is the error's own description")
+    func messages() {
+        #expect(classify(UsageError("bad")).message == "bad")
+        #expect(classify(ATTError.bearerClosed).message == ATTError.bearerClosed.description)
+        #expect(classify(HCIError.interrupted(signal: 2)).message == "interrupted")
+    }
+
+    @Test("the help text documents the exit codes classify uses")
+    func documented() {
+        for code in [3, 4, 5, 6, 7, 64, 65, 69, 74, 75, 76, 77] { #expect(Usage.help.contains("\(code) "), "\(code)") }
+        #expect(Usage.help.contains("130/143"))
+    }
+}
+
+@Suite("JSON")
+struct JSONTests {
+    @Test("strings escape quotes, backslashes and control characters; other text passes through")
+    func escaping() {
+        #expect(JSON.string("a\"b\\c\n\r\t\u{01}\u{1F}é😀").text == #""a\"b\\c\n\r\t\u0001\u001fé😀""#)
+        #expect(JSON.string("").text == #""""#)
+    }
+
+    @Test("values, arrays and objects (in insertion order)")
+    func values() {
+        let v = JSON.object([("name", .string("LED")), ("rssi", .int(-60)), ("ok", .bool(true)), ("none", .null),
+                             ("ms", .double(1.5)), ("nan", .double(.nan)), ("list", .array([.int(1), .array([])])), ("o", .object([]))])
+        #expect(v.text == #"{"name":"LED","rssi":-60,"ok":true,"none":null,"ms":1.5,"nan":null,"list":[1,[]],"o":{}}"#)
+        #expect(JSON.object([("k\"", .bool(false))]).text == #"{"k\"":false}"#)
+    }
+}

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Kernel test of attled's default transport, the Linux HCI user channel.
+#
+# Boots Debian's stock kernel under qemu with a busybox initramfs. In the
+# guest, hci_vhci provides hci0 and vhci_bridge copies its packets over
+# virtio-serial to a Bumble virtual controller on the host; the Bumble LED
+# peripheral is on the same virtual air. The test list (tests.sh) runs in
+# one boot; harness.py serves the guest and judges. The last line of the
+# output is "N passed, N failed"; the exit status is non-zero on any failure.
+#
+# Cached in .build/kernelvm/ (reused across runs): the kernel .deb and its
+# unpacked modules, the static helpers, the static attled build.
+#
+# Environment: KERNELVM_ACCEL=auto|tcg|kvm (auto: KVM only if a probe boot
+# succeeds; the result is cached), KERNELVM_TIMEOUT (seconds for the guest's
+# whole run, default 240), KERNELVM_KEEP=1 (keep the work directory),
+# ATTLED_STATIC=/path (use this fully static attled instead of building one).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$ROOT/Tools/kernelvm
+CACHE=${KERNELVM_CACHE:-$ROOT/.build/kernelvm}
+VPY=$ROOT/.venv/bin/python
+START=$(date +%s.%N)
+
+say() { printf 'kernelvm: %s\n' "$*"; }
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+die() { say "error: $*"; echo "0 passed, 1 failed"; exit 1; }
+
+mkdir -p "$CACHE"
+
+# --- Debian packages ---------------------------------------------------------
+# qemu, a static busybox, kmod (depmod/modprobe on the host), a compiler and
+# static libc for the helpers, cpio for the initramfs.
+need=()
+for p in qemu-system-x86 busybox-static kmod gcc libc6-dev cpio file; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if ((${#need[@]})); then
+    [ "$(id -u)" = 0 ] || die "need root to apt-get install ${need[*]}"
+    say "installing ${need[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+        die "apt-get install ${need[*]} failed"
+fi
+if [ ! -x "$VPY" ] || ! "$VPY" -c 'import bumble' 2>/dev/null; then
+    say "setting up the Python venv with Bumble (make venv)"
+    make -C "$ROOT" -s venv >/dev/null || die "make venv failed"
+fi
+
+# --- the kernel --------------------------------------------------------------
+# linux-image-amd64 is a metapackage: its dependency is the real image.
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true)
+if [ -z "$kpkg" ] && ! ls "$CACHE"/debs/linux-image-*.deb >/dev/null 2>&1; then
+    say "apt lists have no linux-image-amd64: apt-get update"
+    apt-get update -qq >/dev/null
+    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true)
+fi
+mkdir -p "$CACHE/debs"
+deb=""
+if [ -n "$kpkg" ]; then
+    deb=$(ls "$CACHE"/debs/"${kpkg}"_*.deb 2>/dev/null | head -n 1 || true)
+    if [ -z "$deb" ]; then
+        say "downloading $kpkg"
+        (cd "$CACHE/debs" && apt-get download "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+        deb=$(ls "$CACHE"/debs/"${kpkg}"_*.deb 2>/dev/null | head -n 1 || true)
+    fi
+fi
+[ -n "$deb" ] || deb=$(ls -t "$CACHE"/debs/linux-image-*.deb 2>/dev/null | head -n 1 || true)
+[ -n "$deb" ] && [ -f "$deb" ] || die "could not get the kernel package (apt-get download linux-image-amd64's dependency)"
+kdir=$CACHE/kernel/$(basename "$deb" .deb)
+if [ ! -f "$kdir/.ok" ]; then
+    say "unpacking $(basename "$deb")"
+    rm -rf "$kdir"
+    mkdir -p "$kdir"
+    dpkg -x "$deb" "$kdir"
+    kver=$(ls "$kdir/lib/modules" | head -n 1)
+    depmod -b "$kdir" "$kver"
+    touch "$kdir/.ok"
+fi
+kver=$(ls "$kdir/lib/modules" | head -n 1)
+vmlinuz=$kdir/boot/vmlinuz-$kver
+[ -f "$vmlinuz" ] || die "no kernel image in $deb"
+
+# --- static helpers for the guest ----------------------------------------------
+mkdir -p "$CACHE/bin"
+for t in vhci_bridge hcictl; do
+    if [ ! -x "$CACHE/bin/$t" ] || [ "$HERE/$t.c" -nt "$CACHE/bin/$t" ]; then
+        gcc -static -O2 -Wall -Wextra -o "$CACHE/bin/$t" "$HERE/$t.c" || die "gcc $t.c failed"
+    fi
+done
+
+# --- attled, fully static ------------------------------------------------------
+if [ -n "${ATTLED_STATIC:-}" ]; then
+    attled=$ATTLED_STATIC
+else
+    t=$(date +%s.%N)
+    if ! (cd "$ROOT" && swift build -c release --scratch-path "$CACHE/swift" \
+        --static-swift-stdlib -Xswiftc -static-executable -Xlinker -s >"$CACHE/swift-build.log" 2>&1); then
+        tail -n 30 "$CACHE/swift-build.log"
+        die "swift build of the static attled failed (log: $CACHE/swift-build.log)"
+    fi
+    attled=$CACHE/swift/release/attled
+    [ -x "$attled" ] || die "swift build of the static attled failed"
+    say "attled built ($(since "$t") s)"
+fi
+"$attled" --help >/dev/null 2>&1 || [ $? -eq 64 ] || die "$attled does not run"
+
+# --- initramfs -------------------------------------------------------------------
+t=$(date +%s.%N)
+stage=$CACHE/initramfs
+rm -rf "$stage"
+mkdir -p "$stage"/{bin,dev,proc,sys,tmp,lib/modules,etc}
+bb=$(command -v busybox)
+file -L "$bb" | grep -q 'statically linked' || bb=/bin/busybox
+cp "$bb" "$stage/bin/busybox"
+for a in $("$stage/bin/busybox" --list); do
+    [ -e "$stage/bin/$a" ] || ln -s busybox "$stage/bin/$a"
+done
+# Modules in load order, as kmod resolves the dependencies.
+: >"$stage/lib/modules/load.order"
+for m in virtio_pci virtio_console hci_vhci cmac; do
+    modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
+done | awk '!seen[$0]++' | while read -r ko; do
+    cp "$ko" "$stage/lib/modules/"
+    basename "$ko" >>"$stage/lib/modules/load.order"
+done
+cp "$CACHE/bin/vhci_bridge" "$CACHE/bin/hcictl" "$stage/bin/"
+# attled: fully static, or with what ldd lists.
+cp "$attled" "$stage/bin/attled"
+if ! file -L "$attled" | grep -q 'statically linked'; then
+    say "attled is not fully static: copying its libraries"
+    ldd "$attled" | grep -o '/[^ ]*' | while read -r lib; do
+        mkdir -p "$stage$(dirname "$lib")"
+        cp -L "$lib" "$stage$lib"
+    done
+fi
+cp "$HERE/init.sh" "$stage/init"
+cp "$HERE/tests.sh" "$stage/tests.sh"
+chmod +x "$stage/init"
+echo 'root:x:0:0:root:/:/bin/sh' >"$stage/etc/passwd"
+(cd "$stage" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) >"$CACHE/initrd.cpio"
+say "initramfs: $(($(stat -c %s "$CACHE/initrd.cpio") / 1024 / 1024)) MiB, kernel $kver ($(since "$t") s)"
+say "set-up took $(since "$START") s"
+
+keep=()
+[ "${KERNELVM_KEEP:-}" = 1 ] && keep=(--keep)
+exec "$VPY" "$HERE/harness.py" --kernel "$vmlinuz" --kernel-version "$kver" --initrd "$CACHE/initrd.cpio" \
+    --attled "$attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
+    --timeout "${KERNELVM_TIMEOUT:-240}" "${keep[@]}"

@@ -1,0 +1,325 @@
+# The kernel test list: sourced by the guest's /init (busybox sh).
+#
+# TEST_LIST runs in order in one boot. "@NAME:PROFILE[:k=v,...]" asks the host
+# to replace the LED peripheral on the virtual air (a vworld --device spec);
+# every other word runs test_WORD in a subshell with `set -e`: a failing
+# check (fail) ends the test and its first reason is reported. The host
+# judges what the peripheral saw (host/host_none: vworld events since the
+# test began); the guest judges exit codes, output and hci0's state.
+
+TEST_LIST="
+@CassarTech:pycom
+open_during_kernel_setup
+kernel_brings_hci0_up
+scan_lists_cassartech
+set_pycom
+get_pycom
+trace_same_as_tcp
+busy_while_scanning
+sigterm_mid_scan_then_next_run
+down_adapter_stays_down
+missing_adapter_hci1
+permission_denied
+@CassarTech:particle
+set_particle
+get_particle
+@CassarTech:harness:notify_every=50
+send_harness
+listen_harness
+busy_while_listening
+"
+
+ATTLED=/bin/attled
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+fail() {
+    echo "FAIL: $*"
+    [ -s /tmp/reason ] || echo "$*" >/tmp/reason
+    return 1
+}
+
+# Prints a file indented, at most 80 lines.
+show() {
+    [ -s "$1" ] || return 0
+    n=$(wc -l <"$1")
+    head -n 80 "$1" | sed 's/^/    | /'
+    [ "$n" -le 80 ] || echo "    | ... ($n lines)"
+}
+
+# att ARGS: runs attled, bounded in time; stdout in /tmp/out, stderr in /tmp/err, exit code in RC.
+att() {
+    echo "\$ attled $*"
+    RC=0
+    timeout -s KILL 45 "$ATTLED" "$@" >/tmp/out 2>/tmp/err || RC=$?
+    show /tmp/out
+    show /tmp/err
+    echo "  -> exit $RC"
+}
+
+# att_as UID ARGS: att as an unprivileged user (no CAP_NET_ADMIN).
+att_as() {
+    uid=$1; shift
+    echo "\$ (uid $uid) attled $*"
+    RC=0
+    timeout -s KILL 45 hcictl asuser "$uid" "$ATTLED" "$@" >/tmp/out 2>/tmp/err || RC=$?
+    show /tmp/out
+    show /tmp/err
+    echo "  -> exit $RC"
+}
+
+# bg NAME ARGS: starts attled in the background (busybox timeout execs it in
+# place, so the pid is attled's); output in /tmp/NAME.out and /tmp/NAME.err.
+bg() {
+    n=$1; shift
+    echo "\$ attled $* &    [$n]"
+    timeout -s KILL 60 "$ATTLED" "$@" >"/tmp/$n.out" 2>"/tmp/$n.err" &
+    echo $! >"/tmp/$n.pid"
+}
+
+alive() {
+    st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# bg_wait NAME SECS: waits (bounded) for a background attled; exit code in RC.
+bg_wait() {
+    pid=$(cat "/tmp/$1.pid")
+    i=$(($2 * 20))
+    while alive "$pid"; do
+        i=$((i - 1))
+        if [ $i -le 0 ]; then
+            echo "  [$1] still running after $2 s: killed"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.05
+    done
+    RC=0
+    wait "$pid" || RC=$?
+    show "/tmp/$1.out"
+    show "/tmp/$1.err"
+    echo "  [$1] -> exit $RC"
+}
+
+# wait_line FILE TEXT SECS: until FILE has a line containing TEXT.
+wait_line() {
+    i=$(($3 * 20))
+    while ! grep -q -- "$2" "$1" 2>/dev/null; do
+        i=$((i - 1))
+        if [ $i -le 0 ]; then
+            show "$1"
+            fail "no line '$2' in $1 within $3 s"
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
+want_rc() { [ "$RC" = "$1" ] || fail "attled exited $RC, expected $1"; }
+want_out() { grep -q -- "$1" /tmp/out || fail "stdout lacks '$1'"; }
+want_err() { grep -q -- "$1" /tmp/err || fail "stderr lacks '$1'"; }
+
+# host SECS JSON: the host saw a vworld event matching JSON (a subset) since the test began.
+host() {
+    ctl "expect $1 $2"
+    echo "  host: $CTL_REPLY"
+    case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+}
+
+# host_none SECS JSON: no such event since the test began (after SECS of grace).
+host_none() {
+    ctl "expect_none $1 $2"
+    echo "  host: $CTL_REPLY"
+    case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+}
+
+# adapter_is up|down: hci0's flags (HCIGETDEVINFO, as hciconfig reads them).
+adapter_is() {
+    s=$(hcictl state hci0) || true
+    echo "  $s"
+    case "$1:$s" in
+    up:"hci0 UP"*|down:"hci0 DOWN"*) ;;
+    *) fail "hci0 should be $1: $s" ;;
+    esac
+}
+
+# ---------------------------------------------------------------------------
+# Tests (profile pycom)
+
+# The first run meets a fresh hci0 while the kernel may still be running its
+# own setup on it: attled retries the bind (EBUSY) for a bounded time.
+test_open_during_kernel_setup() {
+    echo "  before: $(hcictl state hci0)"
+    att scan -i hci0 --timeout 1.5
+    want_rc 0
+    want_out '"CassarTech"'
+    echo "  after: $(hcictl state hci0)"
+}
+
+# After a user-channel run the kernel can power the adapter up and set it up.
+test_kernel_brings_hci0_up() {
+    hcictl up hci0 || fail "HCIDEVUP failed"
+    hcictl wait hci0 up 10 || fail "hci0 did not come up"
+    adapter_is up
+}
+
+test_scan_lists_cassartech() {
+    adapter_is up
+    att scan -i hci0 --timeout 2
+    want_rc 0
+    want_out '"CassarTech"'
+    want_out '(pycom)'
+    adapter_is up
+}
+
+test_set_pycom() {
+    adapter_is up
+    att -i hci0 --name CassarTech --rgb 255,0,0
+    want_rc 0
+    want_err 'attled: write'
+    host 5 '{"event":"state","device":"CassarTech","profile":"pycom","rgb":[255,0,0]}'
+    host 2 '{"event":"write","device":"CassarTech","op":"request"}'
+    host 5 '{"event":"disconnected","device":"CassarTech","reason":19}'
+    adapter_is up
+}
+
+test_get_pycom() {
+    att -i hci0 --name CassarTech get
+    want_rc 0
+    [ "$(cat /tmp/out)" = "255,0,0 #ff0000" ] || fail "get printed '$(cat /tmp/out)', expected '255,0,0 #ff0000'"
+    host 5 '{"event":"read","device":"CassarTech"}'
+    adapter_is up
+}
+
+# --trace over the user channel: the packet sequence equals the one the host
+# gets for the same command over TCP against the same kind of virtual world.
+test_trace_same_as_tcp() {
+    att -i hci0 --name CassarTech --rgb 0,0,255 --trace
+    want_rc 0
+    want_err 'Write Request (0x12)'
+    want_err 'ATT transactions:'
+    host 5 '{"event":"state","device":"CassarTech","rgb":[0,0,255]}'
+    while IFS= read -r l; do printf 'data %s\n' "$l" >&3; done </tmp/err
+    ctl "compare_trace CassarTech:pycom --name CassarTech --rgb 0,0,255 --trace"
+    echo "  host: $CTL_REPLY"
+    case $CTL_REPLY in pass*) ;; *) fail "trace: $CTL_REPLY" ;; esac
+    adapter_is up
+}
+
+# A second attled while the first holds hci0 (scanning): EBUSY message, exit
+# 75, and the first finishes its scan undisturbed.
+test_busy_while_scanning() {
+    bg first scan -i hci0 --timeout 5
+    wait_line /tmp/first.err 'Ctrl-C stops' 20
+    att -i hci0 --name CassarTech --rgb 1,2,3
+    want_rc 75
+    want_err 'hci0 is busy: another program holds its HCI user channel'
+    bg_wait first 25
+    want_rc 0
+    grep -q '"CassarTech"' /tmp/first.out || fail "the first attled's scan lost CassarTech"
+    grep -q 'attled: scan:' /tmp/first.err || fail "the first attled's scan did not end normally"
+    host_none 0.2 '{"event":"state","device":"CassarTech","rgb":[1,2,3]}'
+    adapter_is up
+}
+
+# SIGTERM mid-scan: exit 143, hci0 given back up, and the next run works.
+test_sigterm_mid_scan_then_next_run() {
+    bg victim scan -i hci0 --timeout 20
+    wait_line /tmp/victim.err 'Ctrl-C stops' 20
+    sleep 0.3
+    kill -TERM "$(cat /tmp/victim.pid)"
+    bg_wait victim 15
+    want_rc 143
+    grep -q 'interrupted by SIGTERM' /tmp/victim.err || fail "no 'interrupted by SIGTERM' message"
+    adapter_is up
+    att -i hci0 --name CassarTech --rgb 0,255,0
+    want_rc 0
+    host 5 '{"event":"state","device":"CassarTech","rgb":[0,255,0]}'
+    adapter_is up
+}
+
+# attled restores the state it found: an adapter that was down stays down.
+test_down_adapter_stays_down() {
+    hcictl down hci0 || fail "HCIDEVDOWN failed"
+    adapter_is down
+    att scan -i hci0 --timeout 1
+    want_rc 0
+    want_out '"CassarTech"'
+    adapter_is down
+    hcictl up hci0 || fail "HCIDEVUP failed"
+    adapter_is up
+}
+
+test_missing_adapter_hci1() {
+    att scan -i hci1 --timeout 1
+    want_rc 69
+    want_err 'hci1: no such Bluetooth adapter'
+    adapter_is up
+}
+
+# Without CAP_NET_ADMIN: exit 77 with the sudo/setcap advice; hci0 untouched.
+test_permission_denied() {
+    att_as 65534 -i hci0 --name CassarTech --rgb 9,9,9
+    want_rc 77
+    want_err 'permission denied'
+    want_err 'setcap cap_net_admin+ep'
+    adapter_is up
+    host_none 0.2 '{"event":"connected","device":"CassarTech"}'
+}
+
+# ---------------------------------------------------------------------------
+# Profile particle
+
+test_set_particle() {
+    att -i hci0 --name CassarTech --rgb 255,0,0
+    want_rc 0
+    host 5 '{"event":"state","device":"CassarTech","profile":"particle","rgb":[255,0,0]}'
+    host 2 '{"event":"write","device":"CassarTech","op":"command"}'
+    host_none 0.1 '{"event":"write","device":"CassarTech","op":"request"}'
+    host 5 '{"event":"disconnected","device":"CassarTech","reason":19}'
+    adapter_is up
+}
+
+test_get_particle() {
+    att -i hci0 --name CassarTech get
+    want_rc 0
+    [ "$(cat /tmp/out)" = "255,0,0 #ff0000" ] || fail "get printed '$(cat /tmp/out)', expected '255,0,0 #ff0000'"
+    adapter_is up
+}
+
+# ---------------------------------------------------------------------------
+# Profile harness (notifies every 50 ms)
+
+test_send_harness() {
+    att -i hci0 --name CassarTech send --value 01
+    want_rc 0
+    host 5 '{"event":"state","device":"CassarTech","profile":"harness","buttons":[1,0]}'
+    adapter_is up
+}
+
+test_listen_harness() {
+    att -i hci0 --name CassarTech listen --count 3 --json
+    want_rc 0
+    n=$(grep -c '"event":"notification"' /tmp/out) || true
+    [ "$n" = 3 ] || fail "$n notification lines, expected 3"
+    host 5 '{"event":"subscribed","device":"CassarTech"}'
+    adapter_is up
+}
+
+# A second attled while the first holds hci0 (listening): EBUSY, exit 75, and
+# the listener gets every notification it asked for.
+test_busy_while_listening() {
+    bg listener -i hci0 --name CassarTech listen --count 40 --json
+    wait_line /tmp/listener.err 'Ctrl-C stops' 20
+    att -i hci0 --name CassarTech send --value 03
+    want_rc 75
+    want_err 'hci0 is busy: another program holds its HCI user channel'
+    bg_wait listener 30
+    want_rc 0
+    n=$(grep -c '"event":"notification"' /tmp/listener.out) || true
+    [ "$n" = 40 ] || fail "the listener got $n notifications, expected 40"
+    host_none 0.2 '{"event":"state","device":"CassarTech","buttons":[1,1]}'
+    adapter_is up
+}
