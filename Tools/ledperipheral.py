@@ -453,6 +453,15 @@ class LedPeripheral:
                         Connection Update Complete
     * ``security_request`` {auth_req}  SMP Security Request sent
     * ``smp``           {code: int, pdu: hex}  every SMP PDU received
+    * ``fault``         {kind, request, nth, ...}  a fault option was applied
+                        (see FAULT_HELP); extra fields per kind: pdu (hex
+                        sent), response (the opcode Bumble produced), length,
+                        mtu, reason, handles, count, handle, named_request
+    * ``indication_confirmed``   {handle, ms}  the Handle Value Confirmation came
+    * ``indication_unconfirmed`` {handle, after_s | disconnected}  it did not
+    * ``mtu_request``   {mtu}  our own Exchange MTU Request (mtu=N) was sent;
+                        then ``mtu_exchanged`` {mtu, server_rx_mtu},
+                        ``mtu_request_timeout`` or ``mtu_request_failed`` {detail}
     """
 
     def __init__(self, opts: PeripheralOptions, emit: Emit) -> None:
@@ -641,6 +650,11 @@ class LedPeripheral:
     def _on_disconnection(self, connection: Connection, reason: int) -> None:
         if self.connection is connection:
             self.connection = None
+        if self._indication is not None:
+            handle, _, timer = self._indication
+            timer.cancel()
+            self._indication = None
+            self.emit("indication_unconfirmed", handle=handle, disconnected=True)
         self.emit("disconnected", reason=int(reason))
         if not self._stopping:
             # Real firmware advertises again as soon as the link is gone.
@@ -674,15 +688,40 @@ class LedPeripheral:
             manager.connection_parameters_update_response = None
 
     async def _request_mtu(self, connection: Connection) -> None:
-        """mtu=N: the peer's own Exchange MTU Request, sent as soon as connected."""
-        assert self.opts.mtu is not None
-        self.emit("mtu_request", mtu=self.opts.mtu)
+        """mtu=N: the peer's own Exchange MTU Request, sent as soon as connected.
+
+        Sent raw and answered through a hook on the connection's GATT client, so
+        that the effective ATT_MTU is applied synchronously when the response
+        arrives (Bumble's client applies it a loop iteration later, which races
+        with the server building its next response).
+        """
+        assert self.opts.mtu is not None and self.device is not None
+        mtu = self.opts.mtu
+        client = connection.gatt_client
+        inner = client.on_gatt_pdu
+        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def hook(pdu) -> None:
+            op = int(pdu.op_code)
+            if not answer.done() and (op == 0x03 or (op == OP_ERROR_RESPONSE and pdu.request_opcode_in_error == 0x02)):
+                if op == 0x03:
+                    server_rx = int(pdu.server_rx_mtu)
+                    connection.att_mtu = max(23, min(mtu, server_rx))
+                    answer.set_result(server_rx)
+                else:
+                    answer.set_exception(RuntimeError(f"Error Response 0x{int(pdu.error_code):02x}"))
+                return
+            inner(pdu)
+
+        client.on_gatt_pdu = hook
+        self.device.send_l2cap_pdu(connection.handle, att.ATT_CID, bytes([0x02]) + mtu.to_bytes(2, "little"))
+        self.emit("mtu_request", mtu=mtu)
         try:
-            mtu = await asyncio.wait_for(connection.gatt_client.request_mtu(self.opts.mtu), 5.0)
-            self.emit("mtu_exchanged", mtu=int(mtu))
+            server_rx = await asyncio.wait_for(answer, 5.0)
+            self.emit("mtu_exchanged", mtu=connection.att_mtu, server_rx_mtu=server_rx)
         except asyncio.TimeoutError:
             self.emit("mtu_request_timeout")
-        except Exception as error:  # noqa: BLE001 - link gone, or an Error Response
+        except Exception as error:  # noqa: BLE001 - an Error Response
             self.emit("mtu_request_failed", detail=str(error))
 
     async def _notify_periodically(self, connection: Connection) -> None:

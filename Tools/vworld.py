@@ -36,6 +36,15 @@ flushed.  Each line has "event" and "t" (seconds since start).  Main events:
   l2cap_signal, security_request, smp, h4_error, exit (see
   ledperipheral.LedPeripheral).
 
+Controller faults (``--host-fault``, see HOST_FAULT_HELP) make the host
+controllers misbehave: a command answered with an error status, a command
+never answered, a Hardware Error event.  With ``--stdin-commands`` vworld also
+reads commands from stdin, one per line, to inject faults mid-run (a Hardware
+Error, the host's transport closed); see STDIN_HELP.
+
+Peripheral faults (``--device NAME:PROFILE:fault_KIND=...``) are described in
+ledperipheral.FAULT_HELP (also printed by --help).
+
 SIGTERM / SIGINT end it cleanly (exit 0); with --exit-on-stdin-eof it also
 ends when stdin closes; --lifetime SEC is a hard upper bound on its life.
 """
@@ -65,7 +74,7 @@ from bumble.snoop import BtSnooper, Snooper  # noqa: E402
 from bumble.transport import open_transport  # noqa: E402
 from bumble.transport.common import AsyncPipeSink, PacketParser  # noqa: E402
 
-from ledperipheral import LedPeripheral, PeripheralOptions, build_advertising_data  # noqa: E402
+from ledperipheral import FAULT_HELP, LedPeripheral, PeripheralOptions, build_advertising_data  # noqa: E402
 
 logger = logging.getLogger("vworld")
 
@@ -113,6 +122,68 @@ class Air(LocalLink):
 
 
 # -----------------------------------------------------------------------------
+# Controller faults
+# -----------------------------------------------------------------------------
+HOST_FAULT_HELP = """\
+Controller faults (--host-fault FAULT, repeatable; every host controller, or
+only host I with I@FAULT).  OPCODE is the HCI opcode in hex (0x200d LE Create
+Connection, 0x200c LE Set Scan Enable, 0x2042 LE Set Extended Scan Enable,
+0x0406 Disconnect ...); #N applies the fault to the N-th such command only
+(default: every one).
+  reject=OPCODE[:STATUS][#N]    answer with error STATUS (default 0x0c Command
+                                Disallowed): Command Status for a command
+                                normally answered so, else Command Complete
+                                whose only parameter is the status
+  swallow=OPCODE[#N]            never answer the command (no event at all)
+  hw_error=OPCODE[:CODE][#N]    answer the command normally, then send a
+                                Hardware Error event (code default 0x01)
+Each fault applied is reported as {"event":"host_fault","host":I,"fault":..,
+"opcode":..,...}.
+"""
+
+STDIN_HELP = """\
+stdin commands (--stdin-commands), one per line; each is answered with
+{"event":"stdin_command","line":..,"ok":true|false[,"detail":..]}:
+  hw_error [CODE] [HOST]       send a Hardware Error event (default code 0x01, host 0)
+  close [HOST]                 close host HOST's transport: the attached client's
+                               socket (tcp/unix), or the pty / transport itself
+  fault FAULT                  add a --host-fault at run time (same syntax)
+"""
+
+
+class HostFault:
+    """One --host-fault: kind, opcode, argument (status / code), occurrence, host."""
+
+    KINDS = ("reject", "swallow", "hw_error")
+
+    def __init__(self, text: str):
+        self.text = text
+        host_text, at, rest = text.partition("@")
+        if not at:
+            host_text, rest = "", text
+        self.host = int(host_text) if host_text else None
+        kind, eq, value = rest.partition("=")
+        if not eq or kind not in self.KINDS:
+            raise ValueError(f"host fault {text!r}: expected [I@]reject|swallow|hw_error=OPCODE[:ARG][#N]")
+        self.kind = kind
+        value, _, nth = value.partition("#")
+        opcode, _, arg = value.partition(":")
+        try:
+            self.opcode = int(opcode, 16)
+            self.arg = int(arg, 16) if arg else (0x0C if kind == "reject" else 0x01)
+            self.nth = int(nth) if nth else None
+        except ValueError:
+            raise ValueError(f"host fault {text!r}: OPCODE and ARG are hex, #N a number") from None
+        if kind == "swallow" and arg:
+            raise ValueError(f"host fault {text!r}: swallow takes no argument")
+        if not 0 <= self.opcode <= 0xFFFF or not 0 <= self.arg <= 0xFF:
+            raise ValueError(f"host fault {text!r}: opcode or argument out of range")
+
+    def applies(self, host: int, opcode: int, count: int) -> bool:
+        return (self.host is None or self.host == host) and self.opcode == opcode and self.nth in (None, count)
+
+
+# -----------------------------------------------------------------------------
 # Host controllers
 # -----------------------------------------------------------------------------
 class HostController(Controller):
@@ -132,9 +203,13 @@ class HostController(Controller):
                Command Status 0x02.
     """
 
-    def __init__(self, name: str, link: LocalLink, public_address: str, legacy: bool, spec: bool):
+    def __init__(self, name: str, link: LocalLink, public_address: str, legacy: bool, spec: bool,
+                 index: int = 0, faults: list[HostFault] | None = None):
         super().__init__(name, link=link, public_address=public_address)
         self.spec_mode = spec
+        self.index = index
+        self.faults: list[HostFault] = faults if faults is not None else []
+        self.command_counts: dict[int, int] = {}
         if legacy:
             self.le_features = Controller.le_features & ~(
                 hci.LeFeatureMask.LE_EXTENDED_ADVERTISING | hci.LeFeatureMask.LE_PERIODIC_ADVERTISING
@@ -153,6 +228,43 @@ class HostController(Controller):
             advertising_set.stop()
         self.advertising_sets.clear()
         self.random_address = hci.Address("00:00:00:00:00:00")
+
+    # -- faults ---------------------------------------------------------------------
+    def send_hardware_error(self, code: int = 0x01) -> None:
+        """Send an HCI Hardware Error event (0x10) to the host."""
+        if self.host is not None:
+            packet = bytes([hci.HCI_EVENT_PACKET, 0x10, 0x01, code & 0xFF])
+            asyncio.get_running_loop().call_soon(self.host.on_packet, packet)
+
+    def on_hci_command_packet(self, command: hci.HCI_Command) -> None:
+        opcode = command.op_code
+        count = self.command_counts[opcode] = self.command_counts.get(opcode, 0) + 1
+        fault = next((f for f in self.faults if f.applies(self.index, opcode, count)), None)
+        if fault is None:
+            return super().on_hci_command_packet(command)
+        report = {"event": "host_fault", "host": self.index, "fault": fault.kind,
+                  "opcode": opcode, "command": command.name, "nth": count}
+        if fault.kind == "swallow":
+            emit(report)
+            return None
+        if fault.kind == "reject":
+            emit({**report, "status": fault.arg})
+            if isinstance(command, hci.HCI_SyncCommand):
+                self.send_hci_packet(
+                    hci.HCI_Command_Complete_Event(
+                        num_hci_command_packets=1,
+                        command_opcode=opcode,
+                        return_parameters=hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode(fault.arg)),
+                    )
+                )
+            else:
+                self._send_hci_command_status(fault.arg, opcode)
+            return None
+        # hw_error: answer normally, then the Hardware Error event.
+        super().on_hci_command_packet(command)
+        emit({**report, "code": fault.arg})
+        self.send_hardware_error(fault.arg)
+        return None
 
     # -- spec-mode command overrides ------------------------------------------------
     def on_hci_reset_command(self, command):
@@ -344,7 +456,8 @@ class HostPort:
         # Bumble's stock 00:00:00:00:00:00 ("no public address").
         self.public_address = "00:00:00:00:00:00" if args.zero_host_address else f"F0:F1:F2:F3:F4:{index + 1:02X}"
         self.controller = HostController(
-            f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller
+            f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller,
+            index=index, faults=args.host_faults,
         )
         self.server: SingleHostServer | None = None
         self.transport = None  # a Bumble transport (pty and other specs)
@@ -383,6 +496,18 @@ class HostPort:
         source.set_packet_sink(controller_in)
         self.controller.host = host_out
 
+    async def close_host_transport(self) -> None:
+        """stdin "close": drop the attached host's socket, or close the transport itself."""
+        if self.server is not None:
+            if self.server.client is None:
+                raise ValueError(f"host {self.index}: no client attached")
+            self.server.client.close()
+        elif self.transport is not None:
+            await self.transport.close()
+            self.transport = None
+        else:
+            raise ValueError(f"host {self.index}: nothing to close")
+
     def _host_gone(self) -> None:
         if self.args.reset_on_host_close:
             self.controller.drop_everything()
@@ -402,9 +527,11 @@ class HostPort:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Virtual BLE world: Bumble host controllers + LED peripherals on one link.",
-        epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N "
-        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B "
-        "notify_every=MS (harness)",
+        epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N\n"
+        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B\n"
+        "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n\n"
+        + FAULT_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", action="append", default=[], metavar="SPEC",
                         help="host controller transport: tcp-server:127.0.0.1:PORT, "
@@ -425,6 +552,11 @@ def parse_args(argv=None):
                         help="write each peripheral's HCI traffic with Bumble's snooper; {i} = device index")
     parser.add_argument("--snoop", metavar="PATTERN",
                         help="write each host controller's HCI traffic to a btsnoop file; {i} = host index")
+    parser.add_argument("--host-fault", action="append", default=[], metavar="[I@]FAULT",
+                        help="controller fault: reject=OPCODE[:STATUS][#N], swallow=OPCODE[#N], "
+                        "hw_error=OPCODE[:CODE][#N] (repeatable; see below)")
+    parser.add_argument("--stdin-commands", action="store_true",
+                        help="read fault commands from stdin, one per line (see below)")
     parser.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin is closed")
     parser.add_argument("--lifetime", type=float, default=0, metavar="SEC",
                         help="exit after SEC seconds (0 = no limit)")
@@ -437,6 +569,7 @@ def parse_args(argv=None):
         parser.error("nothing to run: give --host and/or --device")
     # Validate device specs (and their advertising data) before starting anything.
     try:
+        args.host_faults = [HostFault(text) for text in args.host_fault]
         args.device_options = [PeripheralOptions.parse(spec, i) for i, spec in enumerate(args.device)]
         for opts in args.device_options:
             build_advertising_data(opts)
@@ -450,8 +583,10 @@ async def run(args) -> int:
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    if args.exit_on_stdin_eof:
+    hosts: list[HostPort] = []
+    if args.exit_on_stdin_eof or args.stdin_commands:
         fd = sys.stdin.fileno()
+        pending = bytearray()
 
         def on_stdin() -> None:
             try:
@@ -460,14 +595,24 @@ async def run(args) -> int:
                 data = b""
             if not data:
                 loop.remove_reader(fd)
-                stop.set()
+                if args.exit_on_stdin_eof:
+                    stop.set()
+                return
+            if args.stdin_commands:
+                pending.extend(data)
+                while b"\n" in pending:
+                    line, _, rest = bytes(pending).partition(b"\n")
+                    pending[:] = rest
+                    text = line.decode("utf-8", "replace").strip()
+                    if text:
+                        loop.create_task(stdin_command(text, hosts))
 
         loop.add_reader(fd, on_stdin)
     if args.lifetime > 0:
         loop.call_later(args.lifetime, stop.set)
 
     air = Air()
-    hosts = [HostPort(i, spec, args, air) for i, spec in enumerate(args.host)]
+    hosts.extend(HostPort(i, spec, args, air) for i, spec in enumerate(args.host))
     peripherals: list[LedPeripheral] = []
     transports = []
     device_snoop_files: list = []
@@ -528,6 +673,28 @@ async def run(args) -> int:
             f.close()
         emit({"event": "exit"})
     return 0
+
+
+async def stdin_command(line: str, hosts: list[HostPort]) -> None:
+    """One --stdin-commands line (see STDIN_HELP); answered with a stdin_command event."""
+    words = line.split()
+    try:
+        if words[0] == "hw_error" and len(words) <= 3:
+            code = int(words[1], 16) if len(words) > 1 else 0x01
+            host = hosts[int(words[2]) if len(words) > 2 else 0]
+            host.controller.send_hardware_error(code)
+        elif words[0] == "close" and len(words) <= 2:
+            await hosts[int(words[1]) if len(words) > 1 else 0].close_host_transport()
+        elif words[0] == "fault" and len(words) == 2:
+            fault = HostFault(words[1])
+            for host in hosts:
+                host.controller.faults.append(fault)
+        else:
+            raise ValueError(f"unknown command (known: hw_error [CODE] [HOST], close [HOST], fault FAULT)")
+    except (ValueError, IndexError, OSError) as error:
+        emit({"event": "stdin_command", "line": line, "ok": False, "detail": str(error)})
+        return
+    emit({"event": "stdin_command", "line": line, "ok": True})
 
 
 def main(argv=None) -> int:

@@ -310,7 +310,7 @@ public final class PacketDecoder {
             return Decoded(header: header, fields: ["      L2CAP: truncated basic header: " + Hex.string(pdu)], layer: "l2cap")
         }
         let payload = r.rest()
-        var f = ["      \(CID.name(cid)): cid \(Self.h16(cid)) len \(len)" + (Int(len) != payload.count ? " (but \(payload.count) present)" : "")]
+        var f = ["      L2CAP: \(CID.name(cid)) (cid \(Self.h16(cid))) len \(len)" + (Int(len) != payload.count ? " (but \(payload.count) present)" : "")]
         var layer = "l2cap"
         switch cid {
         case CID.att: f += attLines(payload); layer = "att"

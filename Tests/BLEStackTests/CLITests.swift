@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import BLEWire
 @testable import BLETransport
@@ -79,6 +82,8 @@ struct OptionsTests {
         #expect(try parse("get --address C0:11:22:33:44:55").address?.type == .random)
         #expect(try parse("get --trace").trace == .decoded)
         #expect(try parse("send --value 0x0103").value == hex("01 03"))
+        let cache = try parse("--no-cache --trust-cache --rgb red")
+        #expect(cache.noCache && cache.trustCache)
     }
 
     @Test("custom RGB characteristics make an explicit profile")
@@ -107,7 +112,7 @@ struct OptionsTests {
         "send", "send --value", "send --value zz", "--name", "-i bogus --rgb red", "-i tcp:h:0 --rgb red", "get --rgb red", "",
         "decode", "decode a b", "decode a --filter xyz", "listen --count 0", "listen --count x", "get --timeout -1", "get --timeout x",
         "get --trace=foo", "get --address bad", "get --address C0:11:22:33:44:55,weird", "get --address C0:11:22:33:44:55,public,x",
-        "get --profile x", "get foo", "--profile harness --rgb red", "get --service nonsense", "scan scan",
+        "get --profile x", "get foo", "--profile harness --rgb red", "get --service nonsense", "scan scan", "--name= --rgb red",
     ])
     func usageErrors(line: String) {
         #expect(throws: UsageError.self) { try parse(line) }
@@ -265,5 +270,81 @@ struct JSONTests {
                              ("ms", .double(1.5)), ("nan", .double(.nan)), ("list", .array([.int(1), .array([])])), ("o", .object([]))])
         #expect(v.text == #"{"name":"LED","rssi":-60,"ok":true,"none":null,"ms":1.5,"nan":null,"list":[1,[]],"o":{}}"#)
         #expect(JSON.object([("k\"", .bool(false))]).text == #"{"k\"":false}"#)
+    }
+}
+
+@Suite("GATT cache files")
+struct GATTCacheTests {
+    /// A fresh directory under /tmp, removed by the caller.
+    static func tempDirectory() throws -> String {
+        var template = Array("/tmp/attled-test-XXXXXX".utf8CString)
+        let p = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        return String(cString: p)
+    }
+
+    static func removeAll(_ dir: String) {
+        if let d = opendir(dir) {
+            while let e = readdir(d) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name != "." && name != ".." { unlink(dir + "/" + name) }
+            }
+            closedir(d)
+        }
+        rmdir(dir)
+    }
+
+    static let device = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+    static let entry = GATTCache.Entry(
+        profile: "pycom", service: Service(uuid: LEDProfile.pycom.service, start: 0x10, end: 0x1F),
+        characteristics: [Characteristic(declarationHandle: 0x11, properties: [.read, .write], valueHandle: 0x12,
+                                         uuid: BluetoothUUID("36353433-3231-3039-3837-363534336261")!, end: 0x12)],
+        hashHandle: 0x0009, hash: hex("00 11 22 33 44 55 66 77 88 99 aa bb cc dd ee ff"), noHash: false)
+
+    @Test("an entry saved is loaded back the same, from a file named after the address")
+    func roundTrip() throws {
+        let dir = try Self.tempDirectory()
+        defer { Self.removeAll(dir) }
+        let cache = GATTCache(directory: dir)
+        #expect(cache.load(Self.device) == nil)
+        cache.save(Self.device, Self.entry)
+        #expect(cache.path(Self.device) == dir + "/gatt-C0-11-22-33-44-55-random")
+        #expect(cache.load(Self.device) == Self.entry)
+        cache.remove(Self.device)
+        #expect(cache.load(Self.device) == nil)
+    }
+
+    @Test("a damaged or foreign cache file is ignored, never trusted", arguments: [
+        "", "attled-gatt-cache 2\nprofile pycom\n",
+        "attled-gatt-cache 1\nprofile pycom\nservice 1800 16 31\n",
+        "attled-gatt-cache 1\nprofile pycom\nservice 1800 16 31\nchar 2a00 17 2 18\n",
+        "attled-gatt-cache 1\nprofile pycom\nservice 1800 16 31\nchar 2a00 17 2 99999 18\n",
+        "attled-gatt-cache 1\nprofile pycom\nservice 1800 16 31\nchar 2a00 17 2 18 18\nhash 9 zz\n",
+        "attled-gatt-cache 1\nprofile pycom\nservice 1800 16 31\nchar 2a00 17 2 18 18\nsurprise\n",
+        "\u{FF}\u{FE}garbage",
+    ])
+    func damaged(text: String) throws {
+        let dir = try Self.tempDirectory()
+        defer { Self.removeAll(dir) }
+        let cache = GATTCache(directory: dir)
+        cache.writeFile(cache.path(Self.device), text)
+        #expect(cache.load(Self.device) == nil)
+    }
+
+    @Test("names resolve to the address remembered last; forget removes them")
+    func names() throws {
+        let dir = try Self.tempDirectory()
+        defer { Self.removeAll(dir) }
+        let cache = GATTCache(directory: dir)
+        #expect(cache.address(forName: "LED") == nil)
+        cache.remember(name: "LED", DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random))
+        cache.remember(name: "Other", DeviceAddress(BDAddress("00:11:22:33:44:55")!, .public))
+        cache.remember(name: "LED", DeviceAddress(BDAddress("C0:11:22:33:44:66")!, .random))
+        #expect(cache.address(forName: "LED") == DeviceAddress(BDAddress("C0:11:22:33:44:66")!, .random))
+        #expect(cache.address(forName: "Other") == DeviceAddress(BDAddress("00:11:22:33:44:55")!, .public))
+        cache.forget(name: "LED")
+        #expect(cache.address(forName: "LED") == nil)
+        #expect(cache.address(forName: "Other") != nil)
+        cache.remember(name: "bad\tname", DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random))
+        #expect(cache.address(forName: "bad\tname") == nil)
     }
 }

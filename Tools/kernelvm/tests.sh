@@ -196,13 +196,13 @@ test_get_pycom() {
 # --trace over the user channel: the packet sequence equals the one the host
 # gets for the same command over TCP against the same kind of virtual world.
 test_trace_same_as_tcp() {
-    att -i hci0 --name CassarTech --rgb 0,0,255 --trace
+    att -i hci0 --name CassarTech --rgb 0,0,255 --trace --no-cache
     want_rc 0
     want_err 'Write Request (0x12)'
     want_err 'ATT transactions:'
     host 5 '{"event":"state","device":"CassarTech","rgb":[0,0,255]}'
     while IFS= read -r l; do printf 'data %s\n' "$l" >&3; done </tmp/err
-    ctl "compare_trace CassarTech:pycom --name CassarTech --rgb 0,0,255 --trace"
+    ctl "compare_trace CassarTech:pycom --name CassarTech --rgb 0,0,255 --trace --no-cache"
     echo "  host: $CTL_REPLY"
     case $CTL_REPLY in pass*) ;; *) fail "trace: $CTL_REPLY" ;; esac
     adapter_is up
