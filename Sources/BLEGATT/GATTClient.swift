@@ -91,6 +91,13 @@ public final class GATTClient {
                 guard it.handle >= start, it.handle <= service.end else {
                     throw GATTError.malformed(procedure: "characteristic discovery", reason: "declaration handle 0x\(Hex.int(it.handle, width: 4)) outside 0x\(Hex.int(start, width: 4))-0x\(Hex.int(service.end, width: 4))")
                 }
+                // Declarations must come in ascending handle order (Core Vol 3 Part G 4.6.1).
+                if let prev = out.last, it.handle <= prev.valueHandle {
+                    throw GATTError.malformed(procedure: "characteristic discovery", reason: "declaration 0x\(Hex.int(it.handle, width: 4)) is not after the previous value handle 0x\(Hex.int(prev.valueHandle, width: 4))")
+                }
+                guard it.handle > 0 else {
+                    throw GATTError.malformed(procedure: "characteristic discovery", reason: "declaration handle 0x0000")
+                }
                 let c: Characteristic
                 do { c = try Characteristic.decodeDeclaration(handle: it.handle, value: it.value) }
                 catch { throw GATTError.malformed(procedure: "characteristic discovery", reason: "\(error)") }

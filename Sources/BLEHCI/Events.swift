@@ -210,9 +210,12 @@ public enum HCIEvent: Hashable, Sendable {
             return .numberOfCompletedPackets(out)
         case .hardwareError:
             let c = try p.u8("Hardware_Code")
+            try p.expectEnd("Hardware Error")
             return .hardwareError(c)
         case .dataBufferOverflow:
-            return .dataBufferOverflow(linkType: try p.u8("Link_Type"))
+            let t = try p.u8("Link_Type")
+            try p.expectEnd("Data Buffer Overflow")
+            return .dataBufferOverflow(linkType: t)
         case .leMeta:
             let sub = LESubevent(rawValue: try p.u8("Subevent_Code"))
             return try decodeLEMeta(sub, &p)

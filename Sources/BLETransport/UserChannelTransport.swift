@@ -6,10 +6,26 @@ import BLEWire
 
 /// The Linux HCI user channel: `socket(AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI)`
 /// bound with `HCI_CHANNEL_USER` to hciN. It gives attled exclusive use of the
-/// adapter, bypassing the kernel's own Bluetooth stack; the adapter must be
-/// down to bind, so an adapter that is up is brought down (HCIDEVDOWN) and
-/// brought back up (HCIDEVUP) when attled closes it. Each read and write
+/// adapter, bypassing the kernel's own Bluetooth stack. Each read and write
 /// carries one whole packet, preceded by its H4 indicator byte.
+///
+/// What the kernel does (net/bluetooth/hci_sock.c, hci_core.c; seen in the
+/// kernel test, Tools/kernelvm):
+/// - The bind fails with EBUSY while the adapter is up and owned by the kernel
+///   (brought up by HCIDEVUP, bluetoothd or mgmt), and while the kernel is
+///   still running its own setup or power-up sequence on it (HCI_SETUP,
+///   HCI_INIT). An adapter the kernel powered only for its setup (auto-off)
+///   is reported down and can be bound.
+/// - HCIDEVDOWN fails with EBUSY only when another process holds the user
+///   channel; a second bind then fails with EBUSY (adapter up) or EUSERS.
+/// - HCIGETDEVINFO needs no privilege; HCIDEVDOWN, HCIDEVUP and the bind need
+///   CAP_NET_ADMIN (EPERM).
+/// - Closing the user channel closes the adapter (down): bringing it back up
+///   (HCIDEVUP, which reruns the kernel's setup) is the tool's job.
+/// So `open` brings an up adapter down, retries EBUSY for a bounded time
+/// (bringing the adapter down again if the kernel brought it up meanwhile),
+/// and `close` brings it up again if `open` brought it down. Session calls
+/// `close` on every way out: success, errors, SIGINT and SIGTERM.
 public final class UserChannelTransport: HCITransport {
     public let name: String
     private let index: UInt16
@@ -26,9 +42,13 @@ public final class UserChannelTransport: HCITransport {
 
     deinit { close() }
 
-    /// How long to retry a bind that fails with EBUSY right after bringing the
-    /// adapter down (the kernel may still be finishing its own work on it).
-    public static let busyRetryMs = 3000
+    /// How long to retry a bind that fails with EBUSY while the kernel still
+    /// works on the adapter (its setup or a power-up in progress).
+    public static let busyRetryMs = 5000
+    /// HCI_UP, bit 0 of the device flags.
+    static let flagUp: UInt32 = 1 << 0
+    /// HCI_INIT, bit 1: the kernel is running its init sequence.
+    static let flagInit: UInt32 = 1 << 1
 
     /// Opens the user channel on hci`index`.
     public static func open(index: UInt16) throws -> UserChannelTransport {
@@ -42,26 +62,44 @@ public final class UserChannelTransport: HCITransport {
             default: throw TransportError.io(name, operation: "socket(AF_BLUETOOTH)", errno: e)
             }
         }
-        // Is the adapter there, and is it up?
-        var info = hci_dev_info()
-        info.dev_id = index
-        if ioctl(fd, attled_HCIGETDEVINFO, &info) != 0 {
-            let e = errno
+        // Set once this process has brought the adapter down: from then on
+        // every failure gives it back up before throwing.
+        var broughtDown = false
+        func failure(_ error: TransportError) -> TransportError {
             _ = Glibc.close(fd)
-            if e == ENODEV { throw TransportError.noSuchAdapter(name) }
-            if e == EPERM || e == EACCES { throw TransportError.permissionDenied(name, operation: "HCIGETDEVINFO") }
-            throw TransportError.io(name, operation: "HCIGETDEVINFO", errno: e)
+            if broughtDown { _ = bringUp(index) }
+            return error
         }
-        let wasUp = (info.flags & 1) != 0 // HCI_UP is bit 0 of the device flags
-        if wasUp {
+        // The adapter's flags (HCIGETDEVINFO); is it there at all?
+        func flags() throws -> UInt32 {
+            var info = hci_dev_info()
+            info.dev_id = index
+            if ioctl(fd, attled_HCIGETDEVINFO, &info) != 0 {
+                let e = errno
+                switch e {
+                case ENODEV: throw failure(.noSuchAdapter(name))
+                case EPERM, EACCES: throw failure(.permissionDenied(name, operation: "HCIGETDEVINFO"))
+                default: throw failure(.io(name, operation: "HCIGETDEVINFO", errno: e))
+                }
+            }
+            return info.flags
+        }
+        func bringDown() throws {
             if ioctl(fd, attled_HCIDEVDOWN, Int32(index)) != 0 {
                 let e = errno
-                _ = Glibc.close(fd)
-                if e == EPERM || e == EACCES { throw TransportError.permissionDenied(name, operation: "HCIDEVDOWN") }
-                if e == EBUSY { throw TransportError.adapterBusy(name) }
-                throw TransportError.io(name, operation: "HCIDEVDOWN", errno: e)
+                switch e {
+                // The kernel refuses to close an adapter only while a user channel holds it.
+                case EBUSY, EUSERS: throw failure(.adapterBusy(name))
+                case EPERM, EACCES: throw failure(.permissionDenied(name, operation: "HCIDEVDOWN"))
+                case ENODEV: throw failure(.noSuchAdapter(name))
+                default: throw failure(.io(name, operation: "HCIDEVDOWN", errno: e))
+                }
             }
+            broughtDown = true
         }
+
+        if try flags() & flagUp != 0 { try bringDown() }
+
         var addr = sockaddr_hci()
         addr.hci_family = sa_family_t(attled_AF_BLUETOOTH)
         addr.hci_dev = index
@@ -75,36 +113,47 @@ public final class UserChannelTransport: HCITransport {
             }
             if rc == 0 { break }
             let e = errno
-            // Right after HCIDEVDOWN the kernel may still hold the device briefly.
-            if e == EBUSY && wasUp && Instant.now() < deadline {
-                var p = pollfd(fd: -1, events: 0, revents: 0)
-                _ = poll(&p, 0, 50)
-                continue
-            }
-            _ = Glibc.close(fd)
-            if wasUp { bringUp(index) }
             switch e {
-            case EBUSY, EALREADY: throw TransportError.adapterBusy(name)
-            case ENODEV: throw TransportError.noSuchAdapter(name)
-            case EPERM, EACCES: throw TransportError.permissionDenied(name, operation: "bind HCI_CHANNEL_USER")
-            case ERFKILL: throw TransportError.unreachable(name, reason: "blocked by rfkill: run 'rfkill unblock bluetooth'")
-            default: throw TransportError.io(name, operation: "bind HCI_CHANNEL_USER", errno: e)
+            case EBUSY:
+                let f = try flags()
+                if Instant.now() >= deadline {
+                    let what = f & flagInit != 0 ? "the kernel is still running its setup of the adapter"
+                        : "the kernel did not release the adapter"
+                    throw failure(.unreachable(name, reason: "still busy after \(busyRetryMs / 1000) s (\(what), flags 0x\(String(f, radix: 16))): retry in a moment, and see 'dmesg' if it persists"))
+                }
+                // Up again (the kernel or bluetoothd powered it on meanwhile):
+                // bring it down again. Otherwise the kernel is still at work on
+                // it (setup, power-up, close): wait a little.
+                if f & flagUp != 0 {
+                    try bringDown()
+                } else {
+                    var p = pollfd(fd: -1, events: 0, revents: 0)
+                    _ = poll(&p, 0, 20)
+                }
+            case EUSERS, EALREADY: throw failure(.adapterBusy(name))
+            case ENODEV: throw failure(.noSuchAdapter(name))
+            case EPERM, EACCES: throw failure(.permissionDenied(name, operation: "bind HCI_CHANNEL_USER"))
+            case ERFKILL: throw failure(.unreachable(name, reason: "blocked by rfkill: run 'rfkill unblock bluetooth'"))
+            default: throw failure(.io(name, operation: "bind HCI_CHANNEL_USER", errno: e))
             }
         }
-        return UserChannelTransport(fd: fd, index: index, restoreUp: wasUp)
+        return UserChannelTransport(fd: fd, index: index, restoreUp: broughtDown)
     }
 
-    /// HCIDEVUP on a fresh control socket; best effort.
+    /// HCIDEVUP on a fresh control socket. Returns nil on success, else the errno.
+    /// The kernel reruns its setup of the adapter inside the ioctl.
     @discardableResult
-    static func bringUp(_ index: UInt16) -> Bool {
+    static func bringUp(_ index: UInt16) -> Int32? {
         let ctl = socket(attled_AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), attled_BTPROTO_HCI)
-        guard ctl >= 0 else { return false }
+        guard ctl >= 0 else { return errno }
         defer { _ = Glibc.close(ctl) }
-        // The kernel may need a moment after the user channel closes; retry briefly.
+        // Closing the user channel closes the adapter synchronously, but retry
+        // EBUSY briefly in case the kernel is still at work on it.
         let deadline = Instant.now().adding(ms: 2000)
         while true {
-            if ioctl(ctl, attled_HCIDEVUP, Int32(index)) == 0 || errno == EALREADY { return true }
-            if errno != EBUSY || Instant.now() >= deadline { return false }
+            if ioctl(ctl, attled_HCIDEVUP, Int32(index)) == 0 || errno == EALREADY { return nil }
+            let e = errno
+            if e != EBUSY || Instant.now() >= deadline { return e }
             var p = pollfd(fd: -1, events: 0, revents: 0)
             _ = poll(&p, 0, 50)
         }
@@ -152,10 +201,15 @@ public final class UserChannelTransport: HCITransport {
         }
     }
 
+    /// Closes the user channel (the kernel closes the adapter with it) and
+    /// brings the adapter back up if `open` brought it down.
     public func close() {
         guard fd >= 0 else { return }
         _ = Glibc.close(fd)
         fd = -1
-        if restoreUp { Self.bringUp(index) }
+        guard restoreUp, let e = Self.bringUp(index), e != ENODEV else { return }
+        // Not silent: the adapter is left down, which other programs notice.
+        let text = Array("attled: warning: could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'\n".utf8)
+        _ = text.withUnsafeBytes { Glibc.write(2, $0.baseAddress!, $0.count) }
     }
 }

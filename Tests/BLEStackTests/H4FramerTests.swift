@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import BLEWire
 @testable import BLETransport
@@ -200,5 +203,87 @@ struct TransportSpecTests {
     func message() {
         let m = TransportError.invalidSpec("x", reason: "r").description
         #expect(m.contains("hci0") && m.contains("tcp:HOST:PORT") && m.contains("unix:/path") && m.contains("serial:"))
+    }
+}
+
+@Suite("Stream transport over a socket pair")
+struct StreamTransportTests {
+    /// A transport on one end of a Unix socket pair; the other end plays the controller.
+    static func pair() throws -> (StreamTransport, Int32) {
+        var fds: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        return (StreamTransport(fd: fds[0], name: "pair", isSocket: true), fds[1])
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8]) {
+        let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
+        #expect(n == bytes.count)
+    }
+
+    @Test("packets written by the controller arrive whole, several per read")
+    func receivesPackets() throws {
+        let (t, peer) = try Self.pair()
+        defer { t.close(); Glibc.close(peer) }
+        Self.write(peer, hex("04 0e 04 01 03 0c 00 02 01 20 05 00 01 00 04 00 13 04 0e"))
+        guard case .packet(let a) = try t.receive(timeoutMs: 1000, wakeFD: -1) else { Issue.record("no packet"); return }
+        guard case .packet(let b) = try t.receive(timeoutMs: 1000, wakeFD: -1) else { Issue.record("no packet"); return }
+        #expect(a == HCIPacket(.event, hex("0e 04 01 03 0c 00")))
+        #expect(b == HCIPacket(.acl, hex("01 20 05 00 01 00 04 00 13")))
+        // The partial "04 0e" is held until the rest arrives.
+        guard case .timeout = try t.receive(timeoutMs: 0, wakeFD: -1) else { Issue.record("partial packet returned"); return }
+        Self.write(peer, hex("04 01 03 0c 00"))
+        guard case .packet(let c) = try t.receive(timeoutMs: 1000, wakeFD: -1) else { Issue.record("no packet"); return }
+        #expect(c == HCIPacket(.event, hex("0e 04 01 03 0c 00")))
+    }
+
+    @Test("send writes the H4 form")
+    func sends() throws {
+        let (t, peer) = try Self.pair()
+        defer { t.close(); Glibc.close(peer) }
+        try t.send(HCIPacket(.command, hex("03 0c 00")))
+        var buf = [UInt8](repeating: 0, count: 16)
+        let n = buf.withUnsafeMutableBytes { Glibc.read(peer, $0.baseAddress!, $0.count) }
+        #expect(Array(buf[0..<max(0, n)]) == hex("01 03 0c 00"))
+    }
+
+    @Test("the controller closing its end is closedByPeer; sending after close is closedByPeer")
+    func peerCloses() throws {
+        let (t, peer) = try Self.pair()
+        Glibc.close(peer)
+        #expect(throws: TransportError.closedByPeer("pair")) { try t.receive(timeoutMs: 1000, wakeFD: -1) }
+        t.close()
+        #expect(throws: TransportError.closedByPeer("pair")) { try t.send(HCIPacket(.command, hex("03 0c 00"))) }
+    }
+
+    @Test("a byte that is no packet indicator is a corrupt stream")
+    func corrupt() throws {
+        let (t, peer) = try Self.pair()
+        defer { t.close(); Glibc.close(peer) }
+        Self.write(peer, hex("7e 0e 04"))
+        do {
+            _ = try t.receive(timeoutMs: 1000, wakeFD: -1)
+            Issue.record("no error")
+        } catch let TransportError.corruptStream(name, reason) {
+            #expect(name == "pair")
+            #expect(reason.contains("0x7e"))
+        }
+    }
+
+    @Test("a readable wake descriptor interrupts the wait")
+    func woken() throws {
+        let (t, peer) = try Self.pair()
+        defer { t.close(); Glibc.close(peer) }
+        var p: [Int32] = [-1, -1]
+        try #require(pipe(&p) == 0)
+        defer { Glibc.close(p[0]); Glibc.close(p[1]) }
+        Self.write(p[1], [1])
+        guard case .woken = try t.receive(timeoutMs: 1000, wakeFD: p[0]) else { Issue.record("not woken"); return }
+    }
+
+    @Test("a wait with nothing to read times out")
+    func timesOut() throws {
+        let (t, peer) = try Self.pair()
+        defer { t.close(); Glibc.close(peer) }
+        guard case .timeout = try t.receive(timeoutMs: 5, wakeFD: -1) else { Issue.record("no timeout"); return }
     }
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import BLEWire
 @testable import BLETransport
@@ -145,6 +148,35 @@ struct BtsnoopTests {
         #expect(Btsnoop.parse(empty).error?.record == 1)
     }
 
+    @Test("BtsnoopWriter writes a file that parses back to the packets observed")
+    func writer() throws {
+        var template = Array("/tmp/attled-snoop-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        try #require(fd >= 0)
+        Glibc.close(fd)
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        defer { unlink(path) }
+        let w = try BtsnoopWriter(path: path)
+        let t0 = Instant.now()
+        w.observe(h4("01 03 0c 00"), direction: .sent, at: t0)
+        w.observe(h4("04 0e 04 01 03 0c 00"), direction: .received, at: t0.adding(ms: 2))
+        w.close()
+        w.observe(h4("04 10 01 07"), direction: .received, at: t0.adding(ms: 3)) // after close: dropped
+        let rfd = open(path, O_RDONLY)
+        try #require(rfd >= 0)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = buf.withUnsafeMutableBytes { read(rfd, $0.baseAddress!, $0.count) }
+        Glibc.close(rfd)
+        let bytes = Array(buf[0..<max(0, n)])
+        #expect(Array(bytes.prefix(16)) == Btsnoop.header())
+        let (records, error) = Btsnoop.parse(bytes)
+        #expect(error == nil)
+        #expect(records.map(\.packet) == [h4("01 03 0c 00"), h4("04 0e 04 01 03 0c 00")])
+        #expect(records.map(\.direction) == [.sent, .received])
+        try #require(records.count == 2)
+        #expect(records[1].timestampUs - records[0].timestampUs == 2000)
+    }
+
     @Test("datalink 1001 (no indicator) takes the type from the flags")
     func datalinkHCI() {
         var file = Btsnoop.magic + hex("00 00 00 01 00 00 03 e9")
@@ -185,7 +217,7 @@ struct PacketDecoderTests {
         #expect(d.fields.contains { $0.contains("Write Request (0x12)") })
         #expect(d.fields.contains { $0.contains("Handle: 0x0010") })
         #expect(d.fields.contains { $0.contains("Data: ff") })
-        #expect(d.fields.first == "      ATT: cid 0x0004 len 4")
+        #expect(d.fields.first == "      L2CAP: ATT (cid 0x0004) len 4")
     }
 
     @Test("commands, events and signalling decode to the expected lines")

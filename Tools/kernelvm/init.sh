@@ -102,12 +102,18 @@ for item in $TEST_LIST; do
         if [ -z "$BRIDGE_PID" ]; then
             # The controller appears only now, so that the first test meets
             # the kernel's own setup of a fresh hci0.
-            vhci_bridge attled.hci &
+            # It starts slow (a 50 ms delay per controller packet) so the
+            # kernel's setup lasts long enough for the first test to meet it;
+            # every test ends with the delay off (SIGUSR2).
+            vhci_bridge -d 50 attled.hci &
             BRIDGE_PID=$!
             hcictl wait hci0 present 30 && say "$(hcictl state hci0)"
         fi
         ;;
-    *) run_test "$item" ;;
+    *)
+        run_test "$item"
+        kill -USR2 "$BRIDGE_PID" 2>/dev/null
+        ;;
     esac
 done
 

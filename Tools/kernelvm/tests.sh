@@ -11,6 +11,7 @@ TEST_LIST="
 @CassarTech:pycom
 open_during_kernel_setup
 kernel_brings_hci0_up
+open_while_kernel_powers_up
 scan_lists_cassartech
 set_pycom
 get_pycom
@@ -18,6 +19,7 @@ trace_same_as_tcp
 busy_while_scanning
 sigterm_mid_scan_then_next_run
 down_adapter_stays_down
+error_exit_restores_adapter
 missing_adapter_hci1
 permission_denied
 @CassarTech:particle
@@ -26,6 +28,7 @@ get_particle
 @CassarTech:harness:notify_every=50
 send_harness
 listen_harness
+sigint_ends_listen
 busy_while_listening
 "
 
@@ -148,20 +151,46 @@ adapter_is() {
 # ---------------------------------------------------------------------------
 # Tests (profile pycom)
 
-# The first run meets a fresh hci0 while the kernel may still be running its
-# own setup on it: attled retries the bind (EBUSY) for a bounded time.
+# The first run meets a fresh hci0 while the kernel is still running its own
+# setup on it (the bridge starts slow): the bind fails with EBUSY until the
+# setup is over, and attled retries it for a bounded time. The kernel had
+# powered the adapter only for its setup (auto-off, reported down), so it
+# is left down, as found.
 test_open_during_kernel_setup() {
-    echo "  before: $(hcictl state hci0)"
+    s=$(hcictl state hci0) || true
+    echo "  before: $s"
+    case $s in *INIT*) ;; *) fail "the kernel's setup of hci0 was already over: $s" ;; esac
     att scan -i hci0 --timeout 1.5
+    kill -USR2 "$BRIDGE_PID"
     want_rc 0
     want_out '"CassarTech"'
-    echo "  after: $(hcictl state hci0)"
+    adapter_is down
 }
 
 # After a user-channel run the kernel can power the adapter up and set it up.
 test_kernel_brings_hci0_up() {
     hcictl up hci0 || fail "HCIDEVUP failed"
     hcictl wait hci0 up 10 || fail "hci0 did not come up"
+    adapter_is up
+}
+
+# The kernel is powering the adapter up (HCIDEVUP in progress, slow
+# controller) when attled starts: EBUSY while it runs its init sequence, then
+# the adapter is up and attled brings it down to bind; it is up after the run.
+test_open_while_kernel_powers_up() {
+    hcictl down hci0 || fail "HCIDEVDOWN failed"
+    kill -USR1 "$BRIDGE_PID"
+    hcictl up hci0 &
+    up=$!
+    sleep 0.2
+    s=$(hcictl state hci0) || true
+    echo "  powering up: $s"
+    case $s in *INIT*) ;; *) fail "hci0 was not in the kernel's power-up sequence: $s" ;; esac
+    att scan -i hci0 --timeout 1
+    kill -USR2 "$BRIDGE_PID"
+    wait "$up" || fail "HCIDEVUP failed"
+    want_rc 0
+    want_out '"CassarTech"'
     adapter_is up
 }
 
@@ -252,6 +281,14 @@ test_down_adapter_stays_down() {
     adapter_is up
 }
 
+# attled fails (device not found): the adapter is given back all the same.
+test_error_exit_restores_adapter() {
+    adapter_is up
+    att -i hci0 --name Absent --rgb red --timeout 1
+    want_rc 3
+    adapter_is up
+}
+
 test_missing_adapter_hci1() {
     att scan -i hci1 --timeout 1
     want_rc 69
@@ -259,14 +296,22 @@ test_missing_adapter_hci1() {
     adapter_is up
 }
 
-# Without CAP_NET_ADMIN: exit 77 with the sudo/setcap advice; hci0 untouched.
+# Without CAP_NET_ADMIN: exit 77 with the sudo/setcap advice; hci0 untouched,
+# whether it was up (HCIDEVDOWN refused) or down (bind refused).
 test_permission_denied() {
     att_as 65534 -i hci0 --name CassarTech --rgb 9,9,9
     want_rc 77
-    want_err 'permission denied'
+    want_err 'permission denied (HCIDEVDOWN) on hci0'
     want_err 'setcap cap_net_admin+ep'
     adapter_is up
-    host_none 0.2 '{"event":"connected","device":"CassarTech"}'
+    hcictl down hci0 || fail "HCIDEVDOWN failed"
+    att_as 65534 scan -i hci0 --timeout 1
+    want_rc 77
+    want_err 'permission denied (bind HCI_CHANNEL_USER) on hci0'
+    adapter_is down
+    hcictl up hci0 || fail "HCIDEVUP failed"
+    adapter_is up
+    host_none 0.1 '{"event":"connected","device":"CassarTech"}'
 }
 
 # ---------------------------------------------------------------------------
@@ -305,6 +350,18 @@ test_listen_harness() {
     n=$(grep -c '"event":"notification"' /tmp/out) || true
     [ "$n" = 3 ] || fail "$n notification lines, expected 3"
     host 5 '{"event":"subscribed","device":"CassarTech"}'
+    adapter_is up
+}
+
+# Ctrl-C ends listen normally (exit 0): link torn down, hci0 given back.
+test_sigint_ends_listen() {
+    bg l -i hci0 --name CassarTech listen
+    wait_line /tmp/l.err 'Ctrl-C stops' 20
+    sleep 0.2
+    kill -INT "$(cat /tmp/l.pid)"
+    bg_wait l 15
+    want_rc 0
+    host 5 '{"event":"disconnected","device":"CassarTech","reason":19}'
     adapter_is up
 }
 

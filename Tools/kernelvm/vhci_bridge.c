@@ -4,8 +4,13 @@
  * packets between it and a virtio-serial port whose host end is a Bumble
  * virtual controller speaking H4.
  *
- *   vhci_bridge [-v] PORT        PORT: /dev/vportNpM, or a port name given
- *                                with -device virtserialport,name=NAME
+ *   vhci_bridge [-v] [-d MS] PORT   PORT: /dev/vportNpM, or a port name given
+ *                                   with -device virtserialport,name=NAME
+ *
+ * -d MS delays every packet from the controller by MS milliseconds ("slow
+ * controller"), so that the kernel's own setup and power-up sequences take
+ * long enough for a test to meet them in progress. SIGUSR1 turns the delay
+ * on (MS, or 50 ms), SIGUSR2 turns it off.
  *
  * /dev/vhci carries one whole packet per read() and needs one whole packet
  * per write(), each starting with its H4 packet type byte. The port is a
@@ -22,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +39,10 @@
 enum { H4_CMD = 0x01, H4_ACL = 0x02, H4_SCO = 0x03, H4_EVT = 0x04, H4_ISO = 0x05, H4_VENDOR = 0xff };
 
 static int verbose;
+static int slow_ms = 50;                 /* the delay SIGUSR1 turns on */
+static volatile sig_atomic_t delay_ms;   /* the delay in force */
+
+static void on_signal(int sig) { delay_ms = sig == SIGUSR1 ? slow_ms : 0; }
 
 static void logmsg(const char *fmt, ...) {
     va_list ap;
@@ -105,8 +115,17 @@ static long h4_length(const uint8_t *p, size_t n) {
 
 int main(int argc, char **argv) {
     int argi = 1;
-    if (argi < argc && strcmp(argv[argi], "-v") == 0) { verbose = 1; argi++; }
-    if (argi >= argc) { fprintf(stderr, "usage: vhci_bridge [-v] /dev/vportNpM|PORTNAME\n"); return 64; }
+    for (; argi < argc && argv[argi][0] == '-'; argi++) {
+        if (strcmp(argv[argi], "-v") == 0) verbose = 1;
+        else if (strcmp(argv[argi], "-d") == 0 && argi + 1 < argc) { slow_ms = atoi(argv[++argi]); delay_ms = slow_ms; }
+        else break;
+    }
+    if (argi >= argc) { fprintf(stderr, "usage: vhci_bridge [-v] [-d MS] /dev/vportNpM|PORTNAME\n"); return 64; }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
 
     char port[512];
     /* The port appears with the virtio_console module: wait for it briefly. */
@@ -180,6 +199,7 @@ int main(int argc, char **argv) {
                 }
                 if (len == 0 || (size_t)len > have - off) break;
                 dump("ctrl>", sbuf + off, (size_t)len);
+                if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);
                 /* One whole packet per write(), as the driver requires. */
                 ssize_t w;
                 do { w = write(vfd, sbuf + off, (size_t)len); } while (w < 0 && errno == EINTR);
