@@ -42,8 +42,14 @@ func fuzzAdvertising(_ data: [UInt8]) {
 
     let transport = FakeController()
     let host = HCIHost(transport: transport)
-    let central = Central(host: host, info: ControllerInfo())
-    do { try central.startScan() } catch { require(false, "scan did not start: \(error)") }
+    let central: Central
+    do {
+        central = Central(host: host, info: try host.initialize())
+        try central.startScan()
+    } catch {
+        require(false, "scan did not start: \(error)")
+        return
+    }
 
     // The model: what each peer's advertisement and scan response should be.
     var fragments: [DeviceAddress: [UInt8]] = [:]

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// Every harness by name. Each takes one input and must never trap on it.
-let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
+nonisolated(unsafe) let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
     ("h4", fuzzH4),
     ("hci-event", fuzzHCIEvent),
     ("adv", fuzzAdvertising),
@@ -33,8 +33,8 @@ public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>,
         if name.hasPrefix("fuzz-") { name = String(name.dropFirst(5)) }
     }
     guard let h = harnesses.first(where: { $0.name == name }) else {
-        fputs("attled-fuzz: unknown harness '\(name)'; run as fuzz-NAME or set ATTLED_FUZZ_HARNESS to one of: "
-              + harnesses.map(\.name).joined(separator: " ") + "\n", stderr)
+        warn("attled-fuzz: unknown harness '\(name)'; run as fuzz-NAME or set ATTLED_FUZZ_HARNESS to one of: "
+             + harnesses.map(\.name).joined(separator: " "))
         exit(2)
     }
     selectedHarness = h.run

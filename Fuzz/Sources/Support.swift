@@ -12,9 +12,15 @@ import BLEHCI
 /// saves the input as a crash artifact.
 func require(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition {
-        fputs("fuzz invariant violated: \(message())\n", stderr)
+        warn("fuzz invariant violated: \(message())")
         abort()
     }
+}
+
+/// Writes a line to stderr.
+func warn(_ s: String) {
+    let line = Array((s + "\n").utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }
 
 /// Reads structure out of fuzz bytes. Every read succeeds: past the end it
@@ -87,7 +93,15 @@ final class FakeController: HCITransport {
         if cmd.opcode == .leCreateConnection || cmd.opcode == .leExtendedCreateConnection || cmd.opcode == .disconnect {
             w.u8(0x0F); w.u8(4); w.u8(0); w.u8(1); w.u16(cmd.opcode.rawValue)
         } else {
-            w.u8(0x0E); w.u8(4); w.u8(1); w.u16(cmd.opcode.rawValue); w.u8(0)
+            // Success, and for the initialisation reads a plausible controller.
+            var rp: [UInt8] = [0x00]
+            switch cmd.opcode {
+            case .readLocalVersion: rp += [0x09, 0x00, 0x00, 0x09, 0xFF, 0xFF, 0x00, 0x00]
+            case .readBDADDR: rp += [0x01, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0]
+            case .leReadBufferSize: rp += [0x1B, 0x00, 0x08]
+            default: break
+            }
+            w.u8(0x0E); w.u8(UInt8(3 + rp.count)); w.u8(1); w.u16(cmd.opcode.rawValue); w.append(rp)
         }
         inbox.insert(HCIPacket(.event, w.bytes), at: inboxIndex)
     }

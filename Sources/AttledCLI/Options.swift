@@ -6,7 +6,7 @@ import LEDProfile
 /// values parse themselves; usage errors exit 64 with the usage line.
 public struct Options: Sendable {
     public enum Command: String, Sendable, CaseIterable {
-        case set, scan, get, send, listen, gatt, decode, help, version
+        case set, scan, get, send, listen, gatt, ui, decode, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
 
@@ -50,7 +50,7 @@ public struct UsageError: Error, Equatable, Sendable {
 }
 
 public enum Usage {
-    public static let line = "usage: attled [set|scan|get|send|listen|gatt|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
+    public static let line = "usage: attled [set|scan|get|send|listen|gatt|ui|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
 
     public static let help = """
     \(line)
@@ -64,6 +64,7 @@ public enum Usage {
       send --value HEX  write raw bytes to the command characteristic (harness: 01/00, 03/04)
       listen            subscribe and print notifications until Ctrl-C or --count N
       gatt              list services, characteristics (handles, properties) and descriptors
+      ui                full-screen colour sliders (harness: buttons), reconnecting as needed
       scan              list advertising devices
       decode FILE       decode a btsnoop capture (- for stdin)
 

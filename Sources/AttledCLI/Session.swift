@@ -53,7 +53,7 @@ final class Session {
     func remaining(max ms: Int) -> Int { min(ms, Instant.now().msUntil(deadline)) }
 
     func progress(_ s: String) {
-        if !opts.quiet { Console.err("attled: " + s) }
+        if !opts.quiet && opts.command != .ui { Console.err("attled: " + s) }
     }
 
     func begin(_ p: String) {
@@ -81,6 +81,7 @@ final class Session {
             switch opts.command {
             case .scan: sigintIsSuccess = true; try scanJob()
             case .set, .get, .send, .listen, .gatt: try deviceJob()
+            case .ui: try uiJob()
             default: break
             }
         } catch {

@@ -51,6 +51,9 @@ public final class HCIHost {
     private var eventHandlers: [(HCIEvent) -> Void] = []
     private var aclHandlers: [(ACLPacket) -> Void] = []
     private var undecodableHandlers: [(HCIPacket, WireError) -> Void] = []
+    /// Called inside `pump` whenever the wake pipe fires (a signal, SIGWINCH,
+    /// or `SignalWatch.poke()` from an input thread).
+    public var onWake: (() -> Void)?
     /// Set once the transport has failed; every later call rethrows it.
     public private(set) var fatalError: HCIError?
 
@@ -211,7 +214,9 @@ public final class HCIHost {
             switch result {
             case .packet(let p): handle(p)
             case .timeout: continue
-            case .woken: SignalWatch.drain()
+            case .woken:
+                SignalWatch.drain()
+                onWake?()
             }
         }
     }

@@ -38,6 +38,27 @@ public enum SignalWatch {
         signal(SIGTERM, handler)
     }
 
+    private static let resizedFlag = Atomic<Bool>(false)
+
+    /// Also watch SIGWINCH (terminal resized): it wakes the loop without interrupting it.
+    public static func installResize() {
+        let handler: @convention(c) (Int32) -> Void = { _ in
+            SignalWatch.resizedFlag.store(true, ordering: .relaxed)
+            var b: UInt8 = 2
+            _ = write(SignalWatch.pipeWrite.load(ordering: .relaxed), &b, 1)
+        }
+        signal(SIGWINCH, handler)
+    }
+
+    /// True once after each SIGWINCH.
+    public static func takeResized() -> Bool { resizedFlag.exchange(false, ordering: .relaxed) }
+
+    /// Wakes a waiting loop from another thread (e.g. a terminal input reader).
+    public static func poke() {
+        var b: UInt8 = 3
+        _ = write(pipeWrite.load(ordering: .relaxed), &b, 1)
+    }
+
     /// When true (the default), a second SIGINT/SIGTERM during clean-up exits immediately.
     public static let secondSignalExits = Atomic<Bool>(true)
 

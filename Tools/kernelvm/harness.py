@@ -472,15 +472,14 @@ def main() -> int:
     ap.add_argument("--attled", required=True, help="the static attled (also runs the TCP reference trace)")
     ap.add_argument("--qemu", default="qemu-system-x86_64")
     ap.add_argument("--accel", default="auto", choices=["auto", "tcg", "kvm"])
-    ap.add_argument("--kvm-probe-timeout", type=float, default=12.0)
+    ap.add_argument("--kvm-probe-timeout", type=float, default=10.0)
     ap.add_argument("--timeout", type=float, default=240.0, help="the guest's whole run (seconds)")
     ap.add_argument("--cache", default="")
-    ap.add_argument("--workdir", default="")
+    ap.add_argument("--workdir", default="", help="for sockets and logs; removed after a run that passed")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (console log, events)")
     args = ap.parse_args()
 
-    own_workdir = not args.workdir
-    if own_workdir:
+    if not args.workdir:
         args.workdir = tempfile.mkdtemp(prefix="attled-kvm-", dir="/tmp")  # AF_UNIX paths stay short
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -535,7 +534,9 @@ def main() -> int:
             if p.exists() and p.stat().st_size:
                 print(f"\n--- {w} stderr:\n{p.read_text(errors='replace')[-3000:]}", flush=True)
         print(f"\n(work directory kept: {workdir})", flush=True)
-    elif own_workdir and not args.keep:
+    elif args.keep:
+        log(f"work directory kept: {workdir}")
+    else:
         shutil.rmtree(workdir, ignore_errors=True)
     log(f"total {elapsed():.1f} s")
     print(f"{passed} passed, {failed} failed", flush=True)

@@ -102,10 +102,10 @@ for item in $TEST_LIST; do
         if [ -z "$BRIDGE_PID" ]; then
             # The controller appears only now, so that the first test meets
             # the kernel's own setup of a fresh hci0.
-            # It starts slow (a 50 ms delay per controller packet) so the
+            # It starts slow (each answer to a command delayed 40 ms) so the
             # kernel's setup lasts long enough for the first test to meet it;
             # every test ends with the delay off (SIGUSR2).
-            vhci_bridge -d 50 attled.hci &
+            vhci_bridge -d 40 attled.hci &
             BRIDGE_PID=$!
             hcictl wait hci0 present 30 && say "$(hcictl state hci0)"
         fi

@@ -14,7 +14,8 @@
 # Environment: KERNELVM_ACCEL=auto|tcg|kvm (auto: KVM only if a probe boot
 # succeeds; the result is cached), KERNELVM_TIMEOUT (seconds for the guest's
 # whole run, default 240), KERNELVM_KEEP=1 (keep the work directory),
-# ATTLED_STATIC=/path (use this fully static attled instead of building one).
+# ATTLED_STATIC=/path (use this fully static attled instead of building one),
+# KERNELVM_TESTS=/path (another test list, e.g. while developing one).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,13 +58,27 @@ if [ -z "$kpkg" ] && ! ls "$CACHE"/debs/linux-image-*.deb >/dev/null 2>&1; then
     kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true)
 fi
 mkdir -p "$CACHE/debs"
+download() {
+    (cd "$CACHE/debs" && apt-get download "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+    ls "$CACHE"/debs/"${kpkg}"_*.deb 2>/dev/null | head -n 1 || true
+}
 deb=""
 if [ -n "$kpkg" ]; then
     deb=$(ls "$CACHE"/debs/"${kpkg}"_*.deb 2>/dev/null | head -n 1 || true)
     if [ -z "$deb" ]; then
         say "downloading $kpkg"
-        (cd "$CACHE/debs" && apt-get download "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
-        deb=$(ls "$CACHE"/debs/"${kpkg}"_*.deb 2>/dev/null | head -n 1 || true)
+        deb=$(download)
+        if [ -z "$deb" ]; then
+            say "apt-get download failed: apt-get update and retry"
+            apt-get update -qq >/dev/null || true
+            deb=$(download)
+        fi
+        # Keep only the current kernel in the cache.
+        if [ -n "$deb" ]; then
+            for old in "$CACHE"/debs/linux-image-*.deb; do
+                [ "$old" = "$deb" ] || rm -rf "$old" "$CACHE/kernel/$(basename "$old" .deb)"
+            done
+        fi
     fi
 fi
 [ -n "$deb" ] || deb=$(ls -t "$CACHE"/debs/linux-image-*.deb 2>/dev/null | head -n 1 || true)
@@ -81,6 +96,22 @@ fi
 kver=$(ls "$kdir/lib/modules" | head -n 1)
 vmlinuz=$kdir/boot/vmlinuz-$kver
 [ -f "$vmlinuz" ] || die "no kernel image in $deb"
+# Under TCG, decompressing the kernel takes seconds on every boot: unpack the
+# ELF vmlinux once (xz payload) and boot it through its PVH entry point.
+# Falls back to the bzImage when that is not possible.
+kernel=$vmlinuz
+if [ ! -f "$kdir/vmlinux" ] && grep -q '^CONFIG_PVH=y' "$kdir/boot/config-$kver"; then
+    python3 - "$vmlinuz" "$kdir/vmlinux" <<'PY' || rm -f "$kdir/vmlinux"
+import lzma, sys
+data = open(sys.argv[1], "rb").read()
+i = data.find(b"\xfd7zXZ\x00")
+out = lzma.LZMADecompressor().decompress(data[i:]) if i >= 0 else b""
+if not out.startswith(b"\x7fELF"):
+    sys.exit(1)
+open(sys.argv[2], "wb").write(out)
+PY
+fi
+[ -f "$kdir/vmlinux" ] && kernel=$kdir/vmlinux
 
 # --- static helpers for the guest ----------------------------------------------
 mkdir -p "$CACHE/bin"
@@ -107,9 +138,11 @@ fi
 "$attled" --help >/dev/null 2>&1 || [ $? -eq 64 ] || die "$attled does not run"
 
 # --- initramfs -------------------------------------------------------------------
+# Built afresh for each run in its own work directory (console log, events
+# and sockets go there too; kept when something failed).
 t=$(date +%s.%N)
-stage=$CACHE/initramfs
-rm -rf "$stage"
+work=$(mktemp -d /tmp/attled-kvm-XXXXXX)
+stage=$work/initramfs
 mkdir -p "$stage"/{bin,dev,proc,sys,tmp,lib/modules,etc}
 bb=$(command -v busybox)
 file -L "$bb" | grep -q 'statically linked' || bb=/bin/busybox
@@ -136,15 +169,16 @@ if ! file -L "$attled" | grep -q 'statically linked'; then
     done
 fi
 cp "$HERE/init.sh" "$stage/init"
-cp "$HERE/tests.sh" "$stage/tests.sh"
+cp "${KERNELVM_TESTS:-$HERE/tests.sh}" "$stage/tests.sh"
 chmod +x "$stage/init"
 echo 'root:x:0:0:root:/:/bin/sh' >"$stage/etc/passwd"
-(cd "$stage" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) >"$CACHE/initrd.cpio"
-say "initramfs: $(($(stat -c %s "$CACHE/initrd.cpio") / 1024 / 1024)) MiB, kernel $kver ($(since "$t") s)"
+(cd "$stage" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) >"$work/initrd.cpio"
+rm -rf "$stage"
+say "initramfs: $(($(stat -c %s "$work/initrd.cpio") / 1024 / 1024)) MiB, kernel $kver ($(since "$t") s)"
 say "set-up took $(since "$START") s"
 
 keep=()
 [ "${KERNELVM_KEEP:-}" = 1 ] && keep=(--keep)
-exec "$VPY" "$HERE/harness.py" --kernel "$vmlinuz" --kernel-version "$kver" --initrd "$CACHE/initrd.cpio" \
-    --attled "$attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
+exec "$VPY" "$HERE/harness.py" --kernel "$kernel" --kernel-version "$kver" --initrd "$work/initrd.cpio" \
+    --workdir "$work" --attled "$attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
     --timeout "${KERNELVM_TIMEOUT:-240}" "${keep[@]}"

@@ -7,10 +7,11 @@
  *   vhci_bridge [-v] [-d MS] PORT   PORT: /dev/vportNpM, or a port name given
  *                                   with -device virtserialport,name=NAME
  *
- * -d MS delays every packet from the controller by MS milliseconds ("slow
- * controller"), so that the kernel's own setup and power-up sequences take
- * long enough for a test to meet them in progress. SIGUSR1 turns the delay
- * on (MS, or 50 ms), SIGUSR2 turns it off.
+ * -d MS delays the controller's answers to commands (Command Complete and
+ * Command Status events) by MS milliseconds: a slow controller, so that the
+ * kernel's own setup and power-up sequences take long enough for a test to
+ * meet them in progress. Other packets (advertising reports, ACL) are not
+ * delayed. SIGUSR1 turns the delay on (MS, or 50 ms), SIGUSR2 turns it off.
  *
  * /dev/vhci carries one whole packet per read() and needs one whole packet
  * per write(), each starting with its H4 packet type byte. The port is a
@@ -199,7 +200,8 @@ int main(int argc, char **argv) {
                 }
                 if (len == 0 || (size_t)len > have - off) break;
                 dump("ctrl>", sbuf + off, (size_t)len);
-                if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);
+                if (delay_ms > 0 && sbuf[off] == H4_EVT && (sbuf[off + 1] == 0x0e || sbuf[off + 1] == 0x0f))
+                    usleep((useconds_t)delay_ms * 1000);
                 /* One whole packet per write(), as the driver requires. */
                 ssize_t w;
                 do { w = write(vfd, sbuf + off, (size_t)len); } while (w < 0 && errno == EINTR);

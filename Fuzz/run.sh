@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# libFuzzer harnesses for attled's parsers (see Fuzz/README.md).
+#
+#   Fuzz/run.sh build                       build Fuzz/.build/attled-fuzz (+ fuzz-<harness> links)
+#   Fuzz/run.sh run [SECONDS] [HARNESS...]  fuzz each harness SECONDS (default 60) on a scratch
+#                                           copy of its corpus; FUZZ_PARALLEL=N harnesses at once
+#   Fuzz/run.sh smoke                       every harness ~5 s, non-zero exit on any crash
+#   Fuzz/run.sh repro HARNESS FILE...       run the harness once on saved inputs
+#   Fuzz/run.sh list                        the harness names
+#
+# Needs only the Swift toolchain (its libFuzzer and ASan runtimes) and the
+# libbluetooth-dev headers the root package needs too. The stack's modules
+# are compiled with swiftc straight from Sources/, one static library per
+# module in dependency order, instrumented with -sanitize=fuzzer,address.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+out="$here/.build"
+SWIFTC=${SWIFTC:-swiftc}
+HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec)
+# Module, then the modules it imports, in an order that builds dependencies first.
+MODULES=(
+  "BLEWire"
+  "BLETransport BLEWire"
+  "BLEHCI BLEWire BLETransport"
+  "BLEGAP BLEWire BLEHCI"
+  "BLEL2CAP BLEWire BLEHCI"
+  "BLEATT BLEWire BLEHCI BLEL2CAP"
+  "BLEGATT BLEWire BLEATT"
+  "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT"
+  "LEDProfile BLEWire BLEGATT"
+  "AttledCLI BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile"
+)
+FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth")
+
+die() { echo "fuzz: $*" >&2; exit 1; }
+
+max_len() {
+  case $1 in
+    transport-spec) echo 256 ;; cli) echo 1024 ;; hci-event|signalling) echo 300 ;;
+    btsnoop) echo 16384 ;; *) echo 4096 ;;
+  esac
+}
+
+# Rebuilds a step only when its inputs (sources, flags, what it links against) changed.
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+build_module() {
+  local name=$1; shift
+  local srcs=("$root/Sources/$name"/*.swift)
+  local key
+  key=$( { printf '%s\n' "${FLAGS[@]}" "$($SWIFTC --version 2>&1 | head -1)"; cat "${srcs[@]}"
+           for d in "$@"; do cat "$out/modules/$d.stamp"; done; } | sha256sum | cut -c1-16)
+  if [ -f "$out/modules/$name.stamp" ] && [ "$(cat "$out/modules/$name.stamp")" = "$key" ] && [ -f "$out/lib/lib$name.a" ]; then
+    return 0
+  fi
+  echo "  swiftc $name (${#srcs[@]} files)"
+  "$SWIFTC" "${FLAGS[@]}" -module-name "$name" -emit-module -emit-module-path "$out/modules/$name.swiftmodule" \
+    -emit-library -static -o "$out/lib/lib$name.a" "${srcs[@]}" 2> "$out/logs/build-$name.log" \
+    || { cat "$out/logs/build-$name.log" >&2; die "building $name failed"; }
+  echo "$key" > "$out/modules/$name.stamp"
+}
+
+cmd_build() {
+  command -v "$SWIFTC" >/dev/null || die "no swiftc on PATH"
+  mkdir -p "$out/modules" "$out/lib" "$out/logs"
+  local t0=$SECONDS
+  echo "fuzz: building the stack's modules with -sanitize=fuzzer,address"
+  # Modules whose dependencies are built go in parallel (two at a time at most, levels of the graph).
+  local built=() pending=("${MODULES[@]}")
+  while [ ${#pending[@]} -gt 0 ]; do
+    local ready=() rest=()
+    for m in "${pending[@]}"; do
+      local deps=(${m#* }); [ "$deps" = "$m" ] && deps=()
+      local ok=1
+      for d in ${m#"${m%% *}"}; do [[ " ${built[*]} " == *" $d "* ]] || ok=0; done
+      if [ $ok = 1 ]; then ready+=("$m"); else rest+=("$m"); fi
+    done
+    [ ${#ready[@]} -gt 0 ] || die "module graph has a cycle"
+    local pids=()
+    for m in "${ready[@]}"; do build_module $m & pids+=($!); done
+    for p in "${pids[@]}"; do wait "$p" || die "module build failed"; done
+    for m in "${ready[@]}"; do built+=("${m%% *}"); done
+    pending=("${rest[@]+"${rest[@]}"}")
+  done
+  local libs=() stamps=()
+  for ((i=${#MODULES[@]}-1; i>=0; i--)); do
+    local n=${MODULES[$i]%% *}; libs+=("-l$n"); stamps+=("$out/modules/$n.stamp")
+  done
+  local key
+  key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "${stamps[@]}"; } | sha256sum | cut -c1-16)
+  if ! [ -x "$out/attled-fuzz" ] || [ "$(cat "$out/attled-fuzz.stamp" 2>/dev/null)" != "$key" ]; then
+    echo "  swiftc attled-fuzz (harnesses, link)"
+    "$SWIFTC" "${FLAGS[@]}" -module-name AttledFuzz "$here"/Sources/*.swift -L "$out/lib" "${libs[@]}" \
+      -lswiftSynchronization -o "$out/attled-fuzz" 2> "$out/logs/build-attled-fuzz.log" \
+      || { cat "$out/logs/build-attled-fuzz.log" >&2; die "building the harnesses failed"; }
+    echo "$key" > "$out/attled-fuzz.stamp"
+  fi
+  for h in "${HARNESSES[@]}"; do ln -sf attled-fuzz "$out/fuzz-$h"; done
+  echo "fuzz: built $out/attled-fuzz in $((SECONDS - t0)) s"
+}
+
+check_harness() { [[ " ${HARNESSES[*]} " == *" $1 "* ]] || die "unknown harness '$1' (have: ${HARNESSES[*]})"; }
+
+# Fuzzes one harness for $2 seconds; prints one summary line; returns non-zero on a finding.
+fuzz_one() {
+  local h=$1 secs=$2
+  local work="$out/work/$h"
+  rm -rf "$work"; mkdir -p "$work/corpus" "$out/crashes"
+  cp "$here/corpus/$h"/* "$work/corpus/" 2>/dev/null || true
+  local dict=()
+  [ -f "$here/dict/$h.dict" ] && dict=(-dict="$here/dict/$h.dict")
+  local log="$out/logs/$h.log" rc=0
+  (cd "$work" && ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$out/fuzz-$h" corpus "${dict[@]}" \
+      -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$h")" \
+      -artifact_prefix="$out/crashes/$h-" -print_final_stats=1 ${FUZZ_FLAGS:-}) > "$log" 2>&1 || rc=$?
+  local execs cov ft corp
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  cov=$(grep -oE '(cov|ft|corp): [0-9]+' "$log" | tail -3 | tr '\n' ' ')
+  if [ $rc = 0 ]; then
+    printf '%-15s ok     %8ss  execs %-10s %s\n' "$h" "$secs" "${execs:-?}" "$cov"
+  else
+    local art
+    art=$(grep -oE "Test unit written to [^ ]+" "$log" | tail -1 | cut -d' ' -f5-)
+    printf '%-15s FAILED %8ss  execs %-10s %s\n' "$h" "$secs" "${execs:-?}" "$cov"
+    grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz invariant|Fatal error|.*Fatal error)' "$log" | head -5 | sed 's/^/    /'
+    echo "    input: ${art:-see $log}   log: $log"
+  fi
+  return $rc
+}
+
+# Runs fuzz_one over the harnesses, FUZZ_PARALLEL at a time; fails if any failed.
+fuzz_all() {
+  local secs=$1; shift
+  local par=${FUZZ_PARALLEL:-2} failed=0 pids=() names=()
+  for h in "$@"; do
+    fuzz_one "$h" "$secs" & pids+=($!); names+=("$h")
+    if [ ${#pids[@]} -ge "$par" ]; then wait "${pids[0]}" || failed=1; pids=("${pids[@]:1}"); fi
+  done
+  for p in "${pids[@]+"${pids[@]}"}"; do wait "$p" || failed=1; done
+  return $failed
+}
+
+case ${1:-} in
+  build) cmd_build ;;
+  run)
+    shift
+    secs=60
+    if [[ ${1:-} =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
+    hs=("$@"); [ ${#hs[@]} -gt 0 ] || hs=("${HARNESSES[@]}")
+    for h in "${hs[@]}"; do check_harness "$h"; done
+    cmd_build
+    fuzz_all "$secs" "${hs[@]}" ;;
+  smoke)
+    cmd_build
+    t0=$SECONDS
+    rc=0; fuzz_all "${FUZZ_SMOKE_SECONDS:-5}" "${HARNESSES[@]}" || rc=$?
+    echo "fuzz: smoke of ${#HARNESSES[@]} harnesses in $((SECONDS - t0)) s: $([ $rc = 0 ] && echo ok || echo FAILED)"
+    exit $rc ;;
+  repro)
+    shift; h=${1:-}; check_harness "$h"; shift
+    [ $# -gt 0 ] || die "repro needs input files"
+    cmd_build >/dev/null
+    "$out/fuzz-$h" -runs=1 "$@" ;;
+  list) printf '%s\n' "${HARNESSES[@]}" ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 64 ;;
+esac

@@ -1,0 +1,307 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+import BLETransport
+import BLEHCI
+import BLEGAP
+import BLEL2CAP
+import BLEATT
+import BLEGATT
+import LEDProfile
+
+/// `attled ui`: the seed apps' colour sliders in a terminal. Sliders stay
+/// disabled until their characteristics are found, take the device's values
+/// on connect, write as they move (one write per characteristic in flight,
+/// the latest value wins), reset and disable on disconnect, and the device is
+/// found again by scanning. The harness gets two buttons and its notifications.
+final class UIApp {
+    let s: Session
+    let term = Terminal()
+    var names = ["Red", "Green", "Blue"]
+    var desired = [0, 0, 0]
+    var onDevice: [Int?] = [nil, nil, nil]
+    var enabled = false
+    var selected = 0
+    var typed = ""
+    var state = "starting"
+    var status = ""
+    var deviceLine = "-"
+    var profileName = "-"
+    var led: ResolvedLED?
+    var quit = false
+    var writes = 0
+    // harness
+    var pressed = [false, false]
+    var lastKey: [Instant?] = [nil, nil]
+    var commandQueue: [[UInt8]] = []
+    var notifications: [String] = []
+    static let holdMs = 400
+
+    init(_ s: Session) { self.s = s }
+
+    var isHarness: Bool { led.map { !$0.profile.isRGB } ?? false }
+
+    func run() throws {
+        guard term.enter() else {
+            throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
+        }
+        defer { term.leave() }
+        SignalWatch.installResize()
+        guard let host = s.host, let central = s.central else { return }
+        host.onWake = { [unowned self] in
+            if SignalWatch.takeResized() { self.draw() }
+        }
+        while !quit {
+            try session(host, central)
+            if quit { break }
+            // Lost the device: disable, reset, scan again.
+            enabled = false
+            desired = [0, 0, 0]; onDevice = [nil, nil, nil]
+            pressed = [false, false]; commandQueue.removeAll()
+            s.connection = nil; s.bearer = nil; led = nil
+        }
+    }
+
+    /// Input waiting to be handled (or stdin closed).
+    var inputPending: Bool { !term.input.isEmpty || term.input.eof.load(ordering: .relaxed) }
+
+    /// One scan-connect-use cycle; returns when the link is lost or on quit.
+    func session(_ host: HCIHost, _ central: Central) throws {
+        state = "scanning"
+        draw()
+        var found: DiscoveredDevice? = nil
+        try central.startScan(active: !s.opts.passive)
+        _ = try host.pump(until: .distantFuture) {
+            if inputPending { handleInput(); draw() }
+            if quit { return true }
+            if found == nil {
+                for a in central.order { if let d = central.devices[a], s.matches(d) { found = d; break } }
+            }
+            return found != nil
+        }
+        try central.stopScan()
+        guard let d = found, !quit else { return }
+        deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
+        state = "connecting"
+        draw()
+        let conn: LEConnection
+        do {
+            conn = try central.connect(to: d.address, timeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs)
+        } catch let e as GAPError {
+            status = e.description
+            return
+        }
+        s.connection = conn
+        let link = L2CAPLink(host: host, handle: conn.handle)
+        let b = ATTBearer(link: link)
+        b.transactionTimeoutMs = s.opts.attTimeoutMs ?? Session.defaultATTMs
+        s.bearer = b
+        let gatt = GATTClient(bearer: b)
+        state = "discovering"
+        draw()
+        do {
+            let r = try s.cachedLED(gatt, d.address, d.serviceUUIDs) ?? s.discover(gatt, d.address, d.serviceUUIDs, d.name)
+            led = r
+            profileName = r.profile.name
+            if let chars = r.rgb {
+                for (i, c) in chars.enumerated() where c.properties.contains(.read) {
+                    if let v = try gatt.read(c.valueHandle).first { desired[i] = Int(v); onDevice[i] = Int(v) }
+                }
+                status = "read \(desired[0]),\(desired[1]),\(desired[2]) from the device"
+            } else {
+                names = ["Button 1", "Button 2", ""]
+                b.onNotification = { [unowned self] hv in
+                    self.notifications.append(Hex.string(hv.value))
+                    if self.notifications.count > 12 { self.notifications.removeFirst() }
+                    self.draw()
+                }
+                if let n = r.notifier { try gatt.subscribe(n, indications: !n.properties.contains(.notify)) }
+                status = "subscribed to notifications"
+            }
+            enabled = true
+            state = "connected"
+            draw()
+            try loop(host, gatt, conn)
+        } catch let e as ATTError {
+            if case .disconnected = e {} else { status = e.description }
+        } catch let e as GATTError {
+            status = e.description
+            if conn.isConnected { try? central.disconnect(conn) }
+            quit = true
+            throw RunError(e.description, .notFound)
+        }
+        if conn.isConnected && quit {
+            try? central.disconnect(conn)
+        } else if !conn.isConnected {
+            status = "disconnected (\(conn.disconnectReason?.description ?? "link lost")); scanning again"
+        }
+    }
+
+    /// The connected loop: keys, coalesced writes, harness releases.
+    func loop(_ host: HCIHost, _ gatt: GATTClient, _ conn: LEConnection) throws {
+        while !quit && conn.isConnected {
+            var until = Instant.distantFuture
+            for i in 0..<2 { if pressed[i], let t = lastKey[i] { until = min(until, t.adding(ms: Self.holdMs)) } }
+            _ = try host.pump(until: until) { inputPending || !conn.isConnected || needsWrite }
+            if inputPending { handleInput() }
+            releaseHeldButtons()
+            draw()
+            try flushWrites(host, gatt, conn)
+        }
+    }
+
+    var needsWrite: Bool {
+        guard enabled else { return false }
+        if isHarness { return !commandQueue.isEmpty }
+        return (0..<3).contains { onDevice[$0] != desired[$0] }
+    }
+
+    /// Writes what changed: one write per characteristic at a time, the latest value.
+    func flushWrites(_ host: HCIHost, _ gatt: GATTClient, _ conn: LEConnection) throws {
+        guard let led = led, enabled else { return }
+        if let chars = led.rgb {
+            for i in 0..<3 where onDevice[i] != desired[i] && conn.isConnected {
+                let v = desired[i]
+                let withResponse = try s.write(gatt, chars[i], [UInt8(v)])
+                if !withResponse {
+                    _ = try host.pump(until: Instant.now().adding(ms: 2000)) { host.unacknowledgedACL(handle: conn.handle) == 0 || !conn.isConnected }
+                }
+                onDevice[i] = v
+                writes += 1
+                status = "\(names[i].lowercased()) \(v) written (\(writes) write(s))"
+                if inputPending { handleInput() } // the latest value wins
+            }
+        } else if let c = led.command {
+            while !commandQueue.isEmpty && conn.isConnected {
+                let cmd = commandQueue.removeFirst()
+                _ = try s.write(gatt, c, cmd)
+                writes += 1
+                status = "sent \(Hex.string(cmd))"
+            }
+        }
+        draw()
+    }
+
+    func releaseHeldButtons() {
+        guard isHarness else { return }
+        let now = Instant.now()
+        for i in 0..<2 where pressed[i] {
+            if let t = lastKey[i], now >= t.adding(ms: Self.holdMs) {
+                pressed[i] = false
+                commandQueue.append([i == 0 ? 0x00 : 0x04])
+            }
+        }
+    }
+
+    func handleInput() {
+        if term.input.eof.load(ordering: .relaxed) && term.input.isEmpty { quit = true; return }
+        for k in Terminal.keys(term.input.take()) { handle(k) }
+    }
+
+    func handle(_ k: Key) {
+        switch k {
+        case .char("q"), .char("Q"), .ctrlC: quit = true; return
+        default: break
+        }
+        if isHarness {
+            if case let .char(c) = k, c == "1" || c == "2" {
+                let i = c == "1" ? 0 : 1
+                lastKey[i] = Instant.now()
+                if !pressed[i] && enabled {
+                    pressed[i] = true
+                    commandQueue.append([i == 0 ? 0x01 : 0x03])
+                }
+            }
+            return
+        }
+        switch k {
+        case .tab, .down: selected = (selected + 1) % 3; typed = ""
+        case .backTab, .up: selected = (selected + 2) % 3; typed = ""
+        case .char("r"): selected = 0; typed = ""
+        case .char("g"): selected = 1; typed = ""
+        case .char("b"): selected = 2; typed = ""
+        case .left: set(desired[selected] - 1)
+        case .right: set(desired[selected] + 1)
+        case .pageDown: set(desired[selected] - 16)
+        case .pageUp: set(desired[selected] + 16)
+        case .home: set(0)
+        case .end: set(255)
+        case let .char(c) where c.isNumber:
+            typed.append(c)
+            if typed.count == 3 { commitTyped() }
+        case .enter: commitTyped()
+        case .backspace: if !typed.isEmpty { typed.removeLast() }
+        case .escape: typed = ""
+        default: break
+        }
+    }
+
+    func set(_ v: Int) {
+        guard enabled else { return }
+        desired[selected] = max(0, min(255, v))
+    }
+
+    func commitTyped() {
+        if let v = Int(typed) { set(v) }
+        typed = ""
+    }
+
+    // MARK: drawing
+
+    func draw() {
+        let (cols, rows) = term.size()
+        let width = max(10, min(64, cols - 22))
+        var lines: [String] = []
+        lines.append("\u{1b}[1m attled ui\u{1b}[0m  \(s.transport?.name ?? "")")
+        lines.append(" Device  \(deviceLine)")
+        var st = " State   \(state)"
+        if let c = s.connection, c.isConnected { st += ", interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms" }
+        st += ", profile \(profileName)"
+        lines.append(st)
+        lines.append("")
+        if isHarness {
+            for i in 0..<2 {
+                let label = pressed[i] ? "\u{1b}[7m PRESSED  \u{1b}[0m" : "[ released ]"
+                lines.append("   \(names[i])  \(label)   key \(i + 1)")
+            }
+            lines.append("")
+            lines.append("   Notifications: " + (notifications.isEmpty ? "(none yet)" : notifications.joined(separator: " ")))
+        } else {
+            let colours = ["31", "32", "34"]
+            for i in 0..<3 {
+                let mark = i == selected ? ">" : " "
+                let filled = enabled ? desired[i] * width / 255 : 0
+                let bar: String
+                if enabled {
+                    bar = "\u{1b}[\(colours[i])m" + String(repeating: "█", count: filled) + "\u{1b}[0m" + String(repeating: "░", count: width - filled)
+                } else {
+                    bar = "\u{1b}[2m" + String(repeating: "·", count: width) + "\u{1b}[0m"
+                }
+                let value = enabled ? String(desired[i]) : "--"
+                let label = names[i] + String(repeating: " ", count: 6 - names[i].count)
+                lines.append(" \(mark) \(label) [\(bar)] \(String(repeating: " ", count: max(0, 3 - value.count)))\(value)" + (enabled ? "" : "  disabled"))
+            }
+            lines.append("")
+            let (r, g, b) = (desired[0], desired[1], desired[2])
+            lines.append("   Colour [\u{1b}[48;2;\(r);\(g);\(b)m        \u{1b}[0m]  " + RGB(UInt8(r), UInt8(g), UInt8(b)).hex + (typed.isEmpty ? "" : "   typing: \(typed)"))
+        }
+        lines.append("")
+        lines.append(" Status: \(status)")
+        lines.append(isHarness ? " 1/2 press a button (released after a short hold)   q quit"
+                               : " Tab/r/g/b select  ←/→ ±1  PgUp/PgDn ±16  Home/End 0/255  0-9 type  q quit")
+        var out = "\u{1b}[H"
+        for (i, l) in lines.prefix(rows).enumerated() {
+            out += l + "\u{1b}[K" + (i < min(lines.count, rows) - 1 ? "\r\n" : "")
+        }
+        out += "\u{1b}[J"
+        term.write(out)
+    }
+}
+
+extension Session {
+    func uiJob() throws {
+        let app = UIApp(self)
+        try app.run()
+    }
+}
