@@ -35,6 +35,7 @@ $(STAMP)/venv: Tools/requirements.txt | $(STAMP)
 
 # Test-only Debian packages: tshark is the outside judge of attled's captures.
 $(STAMP)/apt-test: | $(STAMP)
+	@command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 	@if ! command -v tshark >/dev/null; then \
 	  echo "installing tshark"; \
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \

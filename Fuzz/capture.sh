@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py="$root/.venv/bin/python"
 attled="$root/.build/debug/attled"
-dest="$root/Fuzz/corpus/btsnoop"
+dest="$root/Fuzz/captures"
 [ -x "$py" ] && [ -x "$attled" ] || { echo "capture: run 'make setup' and 'swift build' first" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -6,6 +6,7 @@
 #                                           copy of its corpus; FUZZ_PARALLEL=N harnesses at once
 #   Fuzz/run.sh smoke                       every harness ~5 s, non-zero exit on any crash
 #   Fuzz/run.sh repro HARNESS FILE...       run the harness once on saved inputs
+#   Fuzz/run.sh minimize [HARNESS...]       shrink corpus/<harness> to the inputs that add coverage
 #   Fuzz/run.sh list                        the harness names
 #
 # Needs only the Swift toolchain (its libFuzzer and ASan runtimes) and the
@@ -38,7 +39,7 @@ die() { echo "fuzz: $*" >&2; exit 1; }
 
 max_len() {
   case $1 in
-    transport-spec) echo 256 ;; cli) echo 1024 ;; hci-event|signalling) echo 300 ;;
+    transport-spec) echo 256 ;; cli|trace|adv) echo 1024 ;; hci-event|signalling) echo 300 ;;
     btsnoop) echo 16384 ;; *) echo 4096 ;;
   esac
 }
@@ -112,7 +113,7 @@ fuzz_one() {
   local dict=()
   [ -f "$here/dict/$h.dict" ] && dict=(-dict="$here/dict/$h.dict")
   local log="$out/logs/$h.log" rc=0
-  (cd "$work" && ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$out/fuzz-$h" corpus "${dict[@]}" \
+  (cd "$work" && SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=0} "$out/fuzz-$h" corpus "${dict[@]}" \
       -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$h")" \
       -artifact_prefix="$out/crashes/$h-" -print_final_stats=1 ${FUZZ_FLAGS:-}) > "$log" 2>&1 || rc=$?
   local execs cov ft corp
@@ -163,6 +164,19 @@ case ${1:-} in
     [ $# -gt 0 ] || die "repro needs input files"
     cmd_build >/dev/null
     "$out/fuzz-$h" -runs=1 "$@" ;;
+  minimize)
+    # Keeps, of each harness's corpus, only the inputs that add coverage (libFuzzer -merge).
+    shift; hs=("$@"); [ ${#hs[@]} -gt 0 ] || hs=("${HARNESSES[@]}")
+    cmd_build >/dev/null
+    for h in "${hs[@]}"; do
+      check_harness "$h"
+      rm -rf "$out/merge/$h"; mkdir -p "$out/merge/$h"
+      SWIFT_BACKTRACE=enable=no "$out/fuzz-$h" -merge=1 -max_len="$(max_len "$h")" "$out/merge/$h" "$here/corpus/$h" > "$out/logs/merge-$h.log" 2>&1 \
+        || { tail -5 "$out/logs/merge-$h.log"; die "merge of $h failed"; }
+      before=$(ls "$here/corpus/$h" | wc -l)
+      rm -f "$here/corpus/$h"/*; cp "$out/merge/$h"/* "$here/corpus/$h/"
+      echo "fuzz: $h corpus $before -> $(ls "$here/corpus/$h" | wc -l) inputs"
+    done ;;
   list) printf '%s\n' "${HARNESSES[@]}" ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 64 ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 64 ;;
 esac

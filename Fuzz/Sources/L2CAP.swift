@@ -138,17 +138,17 @@ func fuzzL2CAP(_ data: [UInt8]) {
     }
     require(open ? signalling.count == wantSignalling.count : signalling.count <= wantSignalling.count,
             "\(signalling.count) signalling answers for \(wantSignalling.count) due")
-    var accepted: [ConnectionParameters] = []
     for (got, want) in zip(signalling, wantSignalling) {
         guard let cmd = try? SignallingCommand.decode(got) else { require(false, "the link sent a malformed signalling command"); return }
         require(cmd.code == want.code && cmd.identifier == want.id, "signalling answer \(cmd.code)/\(cmd.identifier), wanted \(want.code)/\(want.id)")
         require(cmd.data.count == 2, "signalling answer of \(cmd.data.count) bytes")
         if let a = want.accepted { require(cmd.data == (a ? [0, 0] : [1, 0]), "Connection Parameter Update answered \(cmd.data), wanted accepted=\(a)") }
-        if let p = want.params { accepted.append(p) }
     }
     require(open ? smp.count == wantSMP : smp.count <= wantSMP, "\(smp.count) SMP answers for \(wantSMP) due")
     require(smp.allSatisfy { $0 == [0x05, 0x05] }, "SMP answer is not Pairing Failed (Pairing Not Supported)")
-    // Accepted parameters are applied with LE Connection Update, in order.
+    // Accepted parameters are applied with LE Connection Update, in order (even when the
+    // answer itself was lost to a disconnection: the command was queued before).
+    let accepted = wantSignalling.compactMap(\.params)
     let updates = transport.sent.compactMap { p -> LEConnectionUpdate? in
         guard p.type == .command, let c = try? HCICommand.decode(p.bytes), c.opcode == .leConnectionUpdate else { return nil }
         return try? LEConnectionUpdate.decode(c.parameters)

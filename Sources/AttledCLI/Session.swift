@@ -93,6 +93,8 @@ final class Session {
                 } else {
                     re = RunError("interrupted by \(what) during \(phase)", re.code)
                 }
+            } else if re.code == .linkLost || re.code == .attError {
+                re.message += " (during \(phase))"
             }
             code = re.code
             cleanup()
@@ -146,14 +148,30 @@ final class Session {
     }
 
     /// Stops scanning, cancels/disconnects, closes the transport. Never throws; bounded in time.
+    /// After a Hardware Error the controller is still reachable: the link is
+    /// disconnected and the controller reset, so nothing is left behind.
     func cleanup() {
         guard let h = host else { transport?.close(); snoop?.close(); return }
         h.interruptible = false
-        if h.fatalError == nil {
-            if let c = central, c.isScanning { try? c.stopScan() }
-            if let c = connection, c.isConnected, let cen = central {
-                try? cen.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
+        h.commandTimeoutMs = 1000
+        var hardwareError = false
+        if case .hardwareError? = h.fatalError { hardwareError = true }
+        if h.recoverForCleanup() {
+            if let c = central, c.isScanning {
+                do { try c.stopScan() } catch { Console.err("attled: warning: could not stop scanning: \(error)") }
             }
+            central?.abandonPendingConnect()
+            if let c = connection, c.isConnected, let cen = central {
+                do {
+                    try cen.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
+                    if c.isConnected {
+                        Console.err("attled: warning: no Disconnection Complete for handle 0x\(Hex.int(c.handle, width: 4)) within 1000 ms: the link may still be up")
+                    }
+                } catch {
+                    Console.err("attled: warning: Disconnect of handle 0x\(Hex.int(c.handle, width: 4)) failed: \(error)")
+                }
+            }
+            if hardwareError { _ = try? h.execute(.reset, timeoutMs: 1000) }
         }
         if opts.trace != .off, let b = bearer { printTiming(b) }
         transport?.close()

@@ -161,6 +161,17 @@ public final class ATTBearer {
     public func receive(_ bytes: [UInt8]) {
         guard let first = bytes.first else { return }
         let op = ATTOpcode(rawValue: first)
+        // No ATT PDU may exceed ATT_MTU (Core Vol 3 Part F 3.2.8); the peer must
+        // respect the MTU we agreed (and our own, for its requests).
+        if bytes.count > max(mtu, op.kind == .request ? Int(preferredMTU) : mtu) {
+            let why = "\(op.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)"
+            if let p = pending, result == nil, op.kind == .response, op == .errorResponse || p.info?.response == op {
+                result = .failure(.malformedResponse(request: p, reason: why))
+            } else {
+                onUnexpected?(why + "; dropped")
+            }
+            return
+        }
         let pdu: ATTPDU
         do {
             pdu = try ATTPDU.decode(bytes)

@@ -205,6 +205,7 @@ public final class Central {
         let done: Bool
         do {
             try host.executeExpectingStatus(useExtendedCommands ? req.extendedCommand : req.command)
+            pendingConnect = peer
             done = try host.pump(until: deadline) { connectResult != nil }
         } catch HCIError.interrupted(let sig) {
             // Ctrl-C/SIGTERM while connecting: cancel, and drop a connection that won the race.
@@ -213,6 +214,7 @@ public final class Central {
             defer { host.interruptible = wasInterruptible }
             _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: 500)
             _ = try? host.pump(until: Instant.now().adding(ms: 300)) { connectResult != nil }
+            pendingConnect = nil
             if let cc = connectResult, cc.status == .success, let c = connections[cc.handle] {
                 try? disconnect(c, timeoutMs: 500)
             }
@@ -223,6 +225,7 @@ public final class Central {
             // Connection Identifier), or a connection that won the race.
             _ = try? host.execute(.leCreateConnectionCancel)
             _ = try host.pump(until: Instant.now().adding(ms: 500)) { connectResult != nil }
+            pendingConnect = nil
             if let cc = connectResult, cc.status == .success, let c = connections[cc.handle] {
                 return c
             }
@@ -247,6 +250,25 @@ public final class Central {
 
     public var isConnecting: Bool { connecting != nil }
 
+    /// A Create Connection the controller accepted and that has not yet
+    /// completed or been cancelled (e.g. left behind by a Hardware Error).
+    public private(set) var pendingConnect: DeviceAddress?
+
+    /// Cancels a connect left pending, and disconnects one that completed
+    /// meanwhile. Bounded; for clean-up after a failure.
+    public func abandonPendingConnect(timeoutMs: Int = 500) {
+        guard pendingConnect != nil else { return }
+        _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: timeoutMs)
+        let before = Set(connections.keys)
+        connecting = pendingConnect
+        connectResult = nil
+        _ = try? host.pump(until: Instant.now().adding(ms: timeoutMs)) { connectResult != nil }
+        connecting = nil
+        pendingConnect = nil
+        for (h, c) in connections where !before.contains(h) { try? disconnect(c, timeoutMs: timeoutMs) }
+        if let cc = connectResult, cc.status == .success, let c = connections[cc.handle], c.isConnected { try? disconnect(c, timeoutMs: timeoutMs) }
+    }
+
     private func handle(_ ev: HCIEvent) {
         switch ev {
         case let .leAdvertisingReport(reports, _):
@@ -256,6 +278,7 @@ public final class Central {
             if cc.status == .success {
                 connections[cc.handle] = LEConnection(cc)
             }
+            pendingConnect = nil
             if connecting != nil { connectResult = cc }
         case .leConnectionUpdateComplete(let u):
             if u.status == .success, let c = connections[u.handle] {

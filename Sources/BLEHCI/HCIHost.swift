@@ -51,6 +51,19 @@ public final class HCIHost {
     private var eventHandlers: [(HCIEvent) -> Void] = []
     private var aclHandlers: [(ACLPacket) -> Void] = []
     private var undecodableHandlers: [(HCIPacket, WireError) -> Void] = []
+    /// After a Hardware Error the transport still works: clear the fatal state
+    /// so clean-up can try to disconnect and reset. Returns false when the
+    /// failure was the transport itself (nothing can be sent any more).
+    public func recoverForCleanup() -> Bool {
+        guard let f = fatalError else { return true }
+        if case .hardwareError = f {
+            fatalError = nil
+            commandCredits = max(commandCredits, 1)
+            return true
+        }
+        return false
+    }
+
     /// Called inside `pump` whenever the wake pipe fires (a signal, SIGWINCH,
     /// or `SignalWatch.poke()` from an input thread).
     public var onWake: (() -> Void)?

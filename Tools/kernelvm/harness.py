@@ -237,8 +237,8 @@ class Run:
         self.plan: list[str] = []
         self.results: dict[str, tuple[str, str, str]] = {}  # name -> (pass|fail, secs, reason)
         self.order: list[str] = []
-        self.host_results: list[tuple[str, bool, str]] = []
         self.mark = 0
+        self.current = ""
         self.hello = False
         self.done = False
         self.data: list[str] = []
@@ -289,6 +289,7 @@ class Run:
         if cmd == "profile":
             return self.set_peripheral(rest.strip())
         if cmd == "begin":
+            self.current = rest.strip()
             self.mark = self.events.mark()
             self.data = []
             return "ok"
@@ -479,6 +480,11 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directory (console log, events)")
     args = ap.parse_args()
 
+    # SIGTERM unwinds like Ctrl-C: the finally blocks kill qemu and the worlds.
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+
     if not args.workdir:
         args.workdir = tempfile.mkdtemp(prefix="attled-kvm-", dir="/tmp")  # AF_UNIX paths stay short
     workdir = Path(args.workdir)
@@ -492,6 +498,8 @@ def main() -> int:
         accel = choose_accel(args, workdir)
         run.start_air()
         finished, console = run.boot(accel)
+    except KeyboardInterrupt as e:
+        host_checks.append(("harness", False, f"interrupted ({e or 'SIGINT'}): qemu and the worlds stopped"))
     except Exception as e:  # noqa: BLE001
         host_checks.append(("harness", False, f"{type(e).__name__}: {e}"))
     finally:
@@ -518,7 +526,8 @@ def main() -> int:
         failed += 1
         failures.append(name)
         if res is None:
-            log(f"FAIL {name}: not run (no result from the guest)")
+            why = "begun but never ended (the guest hung or died in it)" if name == run.current else "not run"
+            log(f"FAIL {name}: {why}")
     if failed:
         sections = [(n, run.console_section(console, n)) for n in failures]
         shown = False

@@ -59,7 +59,7 @@ if [ -z "$kpkg" ] && ! ls "$CACHE"/debs/linux-image-*.deb >/dev/null 2>&1; then
 fi
 mkdir -p "$CACHE/debs"
 download() {
-    (cd "$CACHE/debs" && apt-get download "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+    (cd "$CACHE/debs" && apt-get download "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2 || true)
     ls "$CACHE"/debs/"${kpkg}"_*.deb 2>/dev/null | head -n 1 || true
 }
 deb=""
