@@ -77,6 +77,9 @@ final class Session {
         SignalWatch.install()
         var code: ExitCode = .ok
         do {
+            if opts.command == .ui && (isatty(0) != 1 || isatty(1) != 1) {
+                throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
+            }
             try open()
             switch opts.command {
             case .scan: sigintIsSuccess = true; try scanJob()

@@ -251,7 +251,7 @@ final class UIApp {
 
     func draw() {
         let (cols, rows) = term.size()
-        let width = max(10, min(64, cols - 22))
+        let width = max(8, min(64, cols - 28))
         var lines: [String] = []
         lines.append("\u{1b}[1m attled ui\u{1b}[0m  \(s.transport?.name ?? "")")
         lines.append(" Device  \(deviceLine)")
