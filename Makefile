@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev
 STAMP := .build/.stamps
 
-.PHONY: all build release bench setup deps test-deps venv demo test test-unit test-integration clean
+.PHONY: all build release bench soak setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -60,6 +60,10 @@ release: deps
 bench: setup release
 	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
 	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench
+
+# 500 runs in a row against the virtual devices (see Tools/soak.py).
+soak: setup build
+	$(VPY) Tools/soak.py --attled .build/debug/attled -n 500
 
 # Runs attled against the built-in virtual CassarTech LED (pycom profile).
 demo: setup build

@@ -238,6 +238,7 @@ class Run:
         self.results: dict[str, tuple[str, str, str]] = {}  # name -> (pass|fail, secs, reason)
         self.order: list[str] = []
         self.mark = 0
+        self.air_lost = False
         self.current = ""
         self.hello = False
         self.done = False
@@ -407,10 +408,17 @@ class Run:
                 conn_thread = threading.Thread(target=self.ctl_loop, args=(conn,), daemon=True)
                 conn_thread.start()
             while q.poll() is None and time.monotonic() < deadline:
+                if self.air is not None and self.air.proc.poll() is not None:
+                    # The guest's controller is gone: nothing after this can pass.
+                    log(f"the virtual air (vworld, pid {self.air.proc.pid}) exited during the run "
+                        f"(exit {self.air.proc.returncode}; was it killed from outside?): stopping the guest")
+                    self.air_lost = True
+                    break
                 time.sleep(0.1)
             timed_out = q.poll() is None
             if timed_out:
-                log(f"the guest did not finish within {self.args.timeout:.0f} s: killed")
+                if not self.air_lost:
+                    log(f"the guest did not finish within {self.args.timeout:.0f} s: killed")
                 q.kill()
             q.wait(10)
         finally:
@@ -508,6 +516,7 @@ def main() -> int:
     # Tally: every test the guest planned, plus the run itself.
     passed = failed = 0
     failures: list[str] = []
+    host_checks.append(("the virtual air stayed up", not run.air_lost, "vworld exited during the run"))
     host_checks.append(("guest booted and reached the test list", run.hello, "no hello from the guest"))
     host_checks.append(("guest ran the whole list and powered off", finished,
                         "the guest did not finish (hang, crash or timeout)"))
