@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev
 STAMP := .build/.stamps
 
-.PHONY: all build release bench soak setup deps test-deps venv demo test test-unit test-integration clean
+.PHONY: all build release bench soak test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -81,7 +81,14 @@ test: test-deps build
 	echo "== unit tests (swift test)"; swift test 2>&1 | tail -n 15 || rc=1; \
 	echo "== integration tests (attled against Bumble virtual controllers)"; \
 	ATTLED_BIN=$(CURDIR)/.build/debug/attled $(VPY) -m pytest -q -p no:cacheprovider Tests/integration || rc=1; \
+	echo "== kernel tests (the HCI user channel against Debian's kernel in qemu)"; \
+	Tools/kernelvm/run.sh || rc=1; \
 	exit $$rc
+
+# The HCI user channel against the real Linux Bluetooth subsystem: Debian's stock
+# kernel in a qemu guest, hci_vhci bridged over virtio-serial to a Bumble controller.
+test-kernel: setup
+	Tools/kernelvm/run.sh
 
 clean:
 	rm -rf .build

@@ -57,8 +57,8 @@ build_module() {
     return 0
   fi
   echo "  swiftc $name (${#srcs[@]} files)"
-  "$SWIFTC" "${FLAGS[@]}" -module-name "$name" -emit-module -emit-module-path "$out/modules/$name.swiftmodule" \
-    -emit-library -static -o "$out/lib/lib$name.a" "${srcs[@]}" 2> "$out/logs/build-$name.log" \
+  (cd "$out" && "$SWIFTC" "${FLAGS[@]}" -module-name "$name" -emit-module -emit-module-path "$out/modules/$name.swiftmodule" \
+    -emit-library -static -o "$out/lib/lib$name.a" "${srcs[@]}") 2> "$out/logs/build-$name.log" \
     || { cat "$out/logs/build-$name.log" >&2; die "building $name failed"; }
   echo "$key" > "$out/modules/$name.stamp"
 }
@@ -93,8 +93,9 @@ cmd_build() {
   key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "${stamps[@]}"; } | sha256sum | cut -c1-16)
   if ! [ -x "$out/attled-fuzz" ] || [ "$(cat "$out/attled-fuzz.stamp" 2>/dev/null)" != "$key" ]; then
     echo "  swiftc attled-fuzz (harnesses, link)"
-    "$SWIFTC" "${FLAGS[@]}" -module-name AttledFuzz "$here"/Sources/*.swift -L "$out/lib" "${libs[@]}" \
-      -lswiftSynchronization -o "$out/attled-fuzz" 2> "$out/logs/build-attled-fuzz.log" \
+    # From $out: swiftc leaves the executable's module files in the working directory.
+    (cd "$out" && "$SWIFTC" "${FLAGS[@]}" -module-name AttledFuzz "$here"/Sources/*.swift -L "$out/lib" "${libs[@]}" \
+      -lswiftSynchronization -o "$out/attled-fuzz") 2> "$out/logs/build-attled-fuzz.log" \
       || { cat "$out/logs/build-attled-fuzz.log" >&2; die "building the harnesses failed"; }
     echo "$key" > "$out/attled-fuzz.stamp"
   fi

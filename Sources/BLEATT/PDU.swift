@@ -101,7 +101,8 @@ public enum ATTPDU: Hashable, Sendable {
         case let .exchangeMTURequest(m), let .exchangeMTUResponse(m): w.u16(m)
         case let .findInformationRequest(s, e): w.u16(s); w.u16(e)
         case let .findInformationResponse(list):
-            let format: UInt8 = list.first.map { $0.uuid.uint16 != nil ? 1 : 2 } ?? 1
+            // Format 1 only when every UUID has a 16-bit form: one list holds one width.
+            let format: UInt8 = list.allSatisfy { $0.uuid.uint16 != nil } ? 1 : 2
             w.u8(format)
             for hu in list { w.u16(hu.handle); w.append(format == 1 ? hu.uuid.attWire : hu.uuid.bytes128) }
         case let .findByTypeValueRequest(s, e, t, v): w.u16(s); w.u16(e); w.u16(t); w.append(v)

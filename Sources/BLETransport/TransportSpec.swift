@@ -27,6 +27,8 @@ public enum TransportSpec: Equatable, Sendable, CustomStringConvertible {
             var host = String(rest[..<c])
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             guard !host.isEmpty else { throw bad("missing host") }
+            // Brackets only enclose an IPv6 address; any left over would not survive printing the spec.
+            guard !host.contains("["), !host.contains("]") else { throw bad("brackets go only around an IPv6 address, as in tcp:[::1]:PORT") }
             guard let port = UInt16(rest[rest.index(after: c)...]), port != 0 else { throw bad("port must be 1-65535") }
             return .tcp(host: host, port: port)
         case "unix":
