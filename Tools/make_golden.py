@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Writes Tests/BLEStackTests/Golden/synthetic.btsnoop: one capture holding every
+AD type and every ATT opcode attled knows, plus L2CAP signalling and SMP, for
+the golden decode test. (The real-run golden capture comes from an attled run:
+see Tests/BLEStackTests/Golden/README.md.)"""
+
+import struct
+import sys
+from pathlib import Path
+
+EPOCH = 0x00DCDDB30F2F8000
+T0 = 1_764_000_000_000_000  # a fixed wall clock, microseconds since 1970
+
+records = []
+
+
+def rec(h4: bytes, received: bool, dt_us: int):
+    flags = (1 if received else 0) | (2 if h4[0] in (1, 4) else 0)
+    records.append(struct.pack(">IIIIQ", len(h4), len(h4), flags, 0, T0 + EPOCH + dt_us) + h4)
+
+
+def ad(t: int, data: bytes) -> bytes:
+    return bytes([len(data) + 1, t]) + data
+
+
+def le_adv_report(addr: bytes, data: bytes, evt=0x00) -> bytes:
+    body = bytes([0x02, 1, evt, 0x01]) + addr + bytes([len(data)]) + data + bytes([0xC4])
+    return bytes([0x04, 0x3E, len(body)]) + body
+
+
+def acl(handle: int, cid: int, payload: bytes, first=True) -> bytes:
+    l2 = struct.pack("<HH", len(payload), cid) + payload
+    hf = handle | ((0x0 if first else 0x1) << 12)
+    return bytes([0x02]) + struct.pack("<HH", hf, len(l2)) + l2
+
+
+addr = bytes.fromhex("554433221 1c0".replace(" ", ""))
+u128 = bytes(range(16))
+# Every AD type, spread over legacy reports (31 bytes each at most).
+ads = [
+    ad(0x01, b"\x06") + ad(0x02, b"\x0d\x18") + ad(0x03, b"\x0f\x18\x0a\x18") + ad(0x04, b"\x01\x02\x03\x04"),
+    ad(0x05, b"\x05\x06\x07\x08") + ad(0x06, u128),
+    ad(0x07, u128) + ad(0x08, b"Cass"),
+    ad(0x09, b"CassarTech") + ad(0x0A, b"\xfc") + ad(0x0D, b"\x0c\x02\x5a") + ad(0x12, b"\x06\x00\x80\x0c"),
+    ad(0x14, b"\x0d\x18") + ad(0x15, u128),
+    ad(0x16, b"\x0f\x18\x64") + ad(0x17, bytes.fromhex("112233445566")) + ad(0x18, bytes.fromhex("aabbccddeeff")),
+    ad(0x19, b"\xc1\x03") + ad(0x1A, b"\xa0\x00") + ad(0x1B, bytes.fromhex("11223344556601")) + ad(0x1C, b"\x00"),
+    ad(0x1F, b"\x01\x02\x03\x04") + ad(0x20, b"\x01\x02\x03\x04\x99") + ad(0x24, b"\x17//example.com"),
+    ad(0x21, u128 + b"\x42") + ad(0xFF, b"\x4c\x00\x02\x15"),
+    ad(0x10, b"\x02\x00\x5f\x00\x01\x00") + ad(0x2A, b"\x00\x01") + ad(0x2B, b"\x00") + ad(0x2C, b"\x01") + ad(0x2D, b"\x02") + ad(0x30, b"Bcast"),
+    # malformed: a length running past the end
+    ad(0x09, b"ok") + bytes([0x09, 0xFF, 0x01]),
+]
+t = 0
+for i, data in enumerate(ads):
+    t += 1000
+    rec(le_adv_report(addr, data, evt=[0, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0][i]), True, t)
+
+H = 0x0040
+att = [
+    # (received?, PDU)
+    (False, "02 05 02"), (True, "03 f7 00"),                               # Exchange MTU
+    (False, "06 01 00 ff ff 00 28 0f 18"), (True, "07 0e 00 14 00"),       # Find By Type Value
+    (False, "10 01 00 ff ff 00 28"), (True, "11 06 01 00 05 00 00 18 06 00 0d 00 01 18"),  # Read By Group Type
+    (False, "08 0e 00 14 00 03 28"), (True, "09 07 0f 00 0a 10 00 19 2a"), # Read By Type
+    (False, "04 11 00 14 00"), (True, "05 01 11 00 02 29"),                # Find Information
+    (False, "0a 10 00"), (True, "0b 64"),                                  # Read
+    (False, "0c 10 00 16 00"), (True, "0d 41 42 43"),                      # Read Blob
+    (False, "0e 10 00 12 00"), (True, "0f 64 65"),                         # Read Multiple
+    (False, "20 10 00 12 00"), (True, "21 01 00 64 01 00 65"),             # Read Multiple Variable
+    (False, "12 10 00 ff"), (True, "13"),                                  # Write
+    (False, "52 12 00 00"),                                                # Write Command
+    (False, "d2 12 00 01 " + "aa " * 12),                                  # Signed Write Command
+    (False, "16 10 00 00 00 68 69"), (True, "17 10 00 00 00 68 69"),       # Prepare Write
+    (False, "18 01"), (True, "19"),                                        # Execute Write
+    (True, "1b 10 00 01"),                                                 # Notification
+    (True, "1d 10 00 02"), (False, "1e"),                                  # Indication, Confirmation
+    (True, "23 10 00 01 00 01 12 00 01 00 02"),                            # Multiple Handle Value Notification
+    (False, "0a 99 00"), (True, "01 0a 99 00 01"),                         # Error Response
+    (True, "0a 05 00"), (False, "01 0a 05 00 06"),                         # peer request answered
+    (True, "7f 00"),                                                       # unknown opcode
+]
+for received, hexs in att:
+    t += 1000
+    rec(acl(H, 4, bytes.fromhex(hexs)), received, t)
+# L2CAP signalling and SMP
+for received, cid, hexs in [
+    (True, 5, "12 01 08 00 18 00 28 00 00 00 90 01"), (False, 5, "13 01 02 00 00 00"),
+    (True, 5, "14 02 0a 00 80 00 40 00 40 00 40 00 05 00"), (False, 5, "01 02 02 00 00 00"),
+    (True, 6, "0b 0d"), (False, 6, "05 05"),
+    (True, 6, "01 03 00 01 10 07 07"),
+]:
+    t += 1000
+    rec(acl(H, cid, bytes.fromhex(hexs)), received, t)
+# A fragmented Write Request: start then continuation
+t += 1000
+payload = bytes.fromhex("12 10 00") + bytes(range(30))
+l2 = struct.pack("<HH", len(payload), 4) + payload
+rec(bytes([0x02]) + struct.pack("<HH", H, 20) + l2[:20], False, t)
+t += 1000
+rec(bytes([0x02]) + struct.pack("<HH", H | 0x1000, len(l2) - 20) + l2[20:], False, t)
+
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "Tests/BLEStackTests/Golden/synthetic.btsnoop")
+out.write_bytes(b"btsnoop\0" + struct.pack(">II", 1, 1002) + b"".join(records))
+print(f"wrote {out}: {len(records)} records")
