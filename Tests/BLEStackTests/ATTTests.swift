@@ -342,8 +342,9 @@ struct ATTBearerTests {
     @Test("a response fragmented by the controller is reassembled before the bearer sees it")
     func fragmentedResponse() throws {
         let f = BearerFixture()
-        let value = (0..<30).map { UInt8($0) }
-        var l2cap = ByteWriter(); l2cap.u16(31); l2cap.u16(4); l2cap.u8(0x0B); l2cap.append(value)
+        // 22 bytes: the largest Read Response ATT_MTU 23 allows, split over three ACL packets.
+        let value = (0..<22).map { UInt8($0) }
+        var l2cap = ByteWriter(); l2cap.u16(23); l2cap.u16(4); l2cap.u8(0x0B); l2cap.append(value)
         let all = l2cap.bytes
         f.ctl.expect(ACL.out(hex("0a 03 00")), reply: [
             ACLPacket(handle: 1, boundary: .firstFlushable, data: Array(all[0..<10])).packet,
