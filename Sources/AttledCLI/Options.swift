@@ -85,6 +85,7 @@ public enum Usage {
       --char UUID|red|green|blue   characteristic for send/listen (default: the profile's)
       --count N              listen: stop after N notifications
       --passive              scan: passive scanning (no scan requests)
+      --extended             use the extended scan/connect commands when the controller lists them
       --timeout SECONDS      deadline for the whole run (scan: how long to scan)
       --connect-timeout MS   deadline for connecting (default 5000)
       --att-timeout MS       deadline per ATT transaction (default 3000)
