@@ -443,6 +443,7 @@ extension Session {
 
 /// The whole command line: parse, run, return the exit code.
 public func runCLI(_ args: [String], environment: [String: String]) -> Int32 {
+    if args.first == "__restore-hci" { return Privileges.runRestorer(args) }
     let opts: Options
     do {
         opts = try Options.parse(args, environment: environment)

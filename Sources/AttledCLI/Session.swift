@@ -134,6 +134,18 @@ final class Session {
         begin("open")
         let t = try spec.open()
         transport = t
+        // Through sudo: give up root now that the adapter socket is open.
+        if let d = try Privileges.drop(transport: t, env: environment) {
+            if !opts.noCache {
+                var env = environment
+                if env["XDG_CACHE_HOME"] == nil, let home = Privileges.home(of: d.uid) { env["HOME"] = home }
+                env.removeValue(forKey: "SUDO_UID")
+                cache = GATTCache(directory: GATTCache.defaultDirectory(env))
+            }
+            if opts.trace != .off {
+                progress("dropped root privileges: now uid \(d.uid) gid \(d.gid)" + (d.restorer != nil ? "; a root helper will bring \(t.name) back up" : ""))
+            }
+        }
         let h = HCIHost(transport: t)
         if let tr = tracer { h.observers.append(tr) }
         if let s = snoop { h.observers.append(s) }

@@ -30,7 +30,11 @@ public final class UserChannelTransport: HCITransport {
     public let name: String
     private let index: UInt16
     private var fd: Int32
-    private let restoreUp: Bool
+    private var restoreUp: Bool
+    /// The adapter index (N of hciN).
+    public var adapterIndex: UInt16 { index }
+    /// The bound user-channel socket (-1 once closed).
+    public var socketFD: Int32 { fd }
     private var buffer = [UInt8](repeating: 0, count: 1100)
 
     init(fd: Int32, index: UInt16, restoreUp: Bool) {
@@ -140,16 +144,24 @@ public final class UserChannelTransport: HCITransport {
         return UserChannelTransport(fd: fd, index: index, restoreUp: broughtDown)
     }
 
+    /// Hands the duty of bringing the adapter back up to someone else (a
+    /// process that keeps CAP_NET_ADMIN when this one drops privileges).
+    /// Returns true when there is something to restore.
+    public func handOverRestore() -> Bool {
+        defer { restoreUp = false }
+        return restoreUp
+    }
+
     /// HCIDEVUP on a fresh control socket. Returns nil on success, else the errno.
     /// The kernel reruns its setup of the adapter inside the ioctl.
     @discardableResult
-    static func bringUp(_ index: UInt16) -> Int32? {
+    public static func bringUp(_ index: UInt16, retryMs: Int = 2000) -> Int32? {
         let ctl = socket(attled_AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), attled_BTPROTO_HCI)
         guard ctl >= 0 else { return errno }
         defer { _ = Glibc.close(ctl) }
         // Closing the user channel closes the adapter synchronously, but retry
         // EBUSY briefly in case the kernel is still at work on it.
-        let deadline = Instant.now().adding(ms: 2000)
+        let deadline = Instant.now().adding(ms: retryMs)
         while true {
             if ioctl(ctl, attled_HCIDEVUP, Int32(index)) == 0 || errno == EALREADY { return nil }
             let e = errno

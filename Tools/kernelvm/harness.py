@@ -198,7 +198,7 @@ def normalise_trace(trace: str) -> list[str]:
 
 def reference_trace(attled: Path, device: str, args: list[str], workdir: Path) -> tuple[int, str]:
     """attled ARGS over TCP against a fresh world with DEVICE, on the host."""
-    w = World("tcpref", ["--host", "tcp-server:127.0.0.1:0", "--device", device], None, workdir, 60)
+    w = World("tcpref", ["--host", "tcp-server:127.0.0.1:0", "--spec-controller", "--device", device], None, workdir, 60)
     try:
         ready = w.wait_ready(20)
         # Its own cache directory: the host's /var/cache/attled is never touched.
@@ -249,7 +249,9 @@ class Run:
     def start_air(self) -> None:
         self.air = World("air", ["--host", f"unix-server:{self.workdir}/hci.sock",
                                  "--host", f"unix-server:{self.workdir}/periph.sock",
-                                 "--reset-on-host-close"], self.events, self.workdir, self.lifetime)
+                                 # A real controller's HCI_Reset clears scanning; Bumble's stock one does
+                                 # not, and the kernel's HCIDEVUP after a SIGKILLed attled relies on it.
+                                 "--reset-on-host-close", "--spec-controller"], self.events, self.workdir, self.lifetime)
         ready = self.air.wait_ready(30)
         log(f"virtual air ready: guest controller {ready['host_addresses'][0]} on hci.sock")
 

@@ -22,6 +22,8 @@ down_adapter_stays_down
 error_exit_restores_adapter
 missing_adapter_hci1
 permission_denied
+sudo_drops_privileges
+sudo_sigkill_still_restores
 @CassarTech:particle
 set_particle
 get_particle
@@ -312,6 +314,43 @@ test_permission_denied() {
     hcictl up hci0 || fail "HCIDEVUP failed"
     adapter_is up
     host_none 0.1 '{"event":"connected","device":"CassarTech"}'
+}
+
+# Started through sudo (SUDO_UID/SUDO_GID set, running as root): attled drops
+# to that user once hci0's user channel is open, the socket keeps working, and
+# a root helper brings hci0 back up after attled exits.
+test_sudo_drops_privileges() {
+    adapter_is up
+    export SUDO_UID=65534 SUDO_GID=65534
+    att -i hci0 --name CassarTech --rgb 1,2,3 --trace --no-cache
+    unset SUDO_UID SUDO_GID
+    want_rc 0
+    want_err 'dropped root privileges: now uid 65534 gid 65534; a root helper will bring hci0 back up'
+    host 5 '{"event":"state","device":"CassarTech","profile":"pycom","rgb":[1,2,3]}'
+    hcictl wait hci0 up 10 || fail "hci0 did not come back up after the privileged helper"
+}
+
+# Even SIGKILL (no clean-up at all in attled) leaves hci0 up again: the helper
+# sees its pipe close.
+test_sudo_sigkill_still_restores() {
+    adapter_is up
+    export SUDO_UID=65534 SUDO_GID=65534
+    "$ATTLED" scan -i hci0 --timeout 20 >/tmp/out 2>/tmp/err &
+    pid=$!
+    unset SUDO_UID SUDO_GID
+    found=0; i=0
+    while [ $i -lt 300 ]; do
+        if grep -q CassarTech /tmp/out 2>/dev/null; then found=1; break; fi
+        i=$((i + 1)); sleep 0.05
+    done
+    uid_line=$(grep '^Uid:' /proc/$pid/status 2>/dev/null || true)
+    # No clean-up at all in attled: the root helper must see its pipe close.
+    kill -KILL $pid 2>/dev/null || true
+    wait $pid 2>/dev/null || true
+    [ $found = 1 ] || { show /tmp/err; fail "scan never listed CassarTech"; }
+    echo "$uid_line" | grep -q '65534' || fail "attled still ran as: $uid_line"
+    hcictl wait hci0 up 12 || { show /tmp/err; fail "hci0 stayed down after SIGKILL"; }
+    adapter_is up
 }
 
 # ---------------------------------------------------------------------------
