@@ -77,13 +77,7 @@ test-integration: test-deps build
 	ATTLED_BIN=$(CURDIR)/.build/debug/attled $(VPY) -m pytest -q -p no:cacheprovider Tests/integration
 
 test: test-deps build
-	@set -o pipefail; rc=0; \
-	echo "== unit tests (swift test)"; swift test 2>&1 | tail -n 15 || rc=1; \
-	echo "== integration tests (attled against Bumble virtual controllers)"; \
-	ATTLED_BIN=$(CURDIR)/.build/debug/attled $(VPY) -m pytest -q -p no:cacheprovider Tests/integration || rc=1; \
-	echo "== kernel tests (the HCI user channel against Debian's kernel in qemu)"; \
-	Tools/kernelvm/run.sh || rc=1; \
-	exit $$rc
+	VPY=$(VPY) Tools/test_all.sh
 
 # The HCI user channel against the real Linux Bluetooth subsystem: Debian's stock
 # kernel in a qemu guest, hci_vhci bridged over virtio-serial to a Bumble controller.

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# make test: every suite, each with its own closing line, then one total.
+#   unit (swift test), integration (pytest against Bumble), kernel (qemu VM),
+#   fuzz smoke (every libFuzzer harness for a few seconds, when built).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+VPY=${VPY:-.venv/bin/python}
+LOGS=.build/test-logs
+mkdir -p "$LOGS"
+pass=0; fail=0; rc=0
+
+count() { # suite-name log exit-code
+    local name=$1 log=$2 st=$3 p=0 f=0 line
+    case $name in
+    unit)
+        line=$(grep -E "Test run with [0-9]+ tests" "$log" | tail -n 1)
+        p=$(echo "$line" | sed -nE 's/.*Test run with ([0-9]+) tests.*/\1/p'); p=${p:-0}
+        f=$(grep -cE "^✘ Test " "$log" || true)
+        p=$((p - f)) ;;
+    integration)
+        line=$(grep -E "[0-9]+ (passed|failed)" "$log" | tail -n 1)
+        p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed.*/\1/p'); p=${p:-0}
+        f=$(( $(echo "$line" | sed -nE 's/.* ([0-9]+) failed.*/\1/p' | grep . || echo 0) + $(echo "$line" | sed -nE 's/.* ([0-9]+) errors?.*/\1/p' | grep . || echo 0) )) ;;
+    *)
+        line=$(grep -E "^[0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+        p=$(echo "$line" | sed -nE 's/^([0-9]+) passed.*/\1/p'); p=${p:-0}
+        f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed.*/\1/p'); f=${f:-0} ;;
+    esac
+    # A suite that failed without saying so still counts as a failure.
+    if [ "$st" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+    pass=$((pass + p)); fail=$((fail + f))
+    [ "$st" = 0 ] || rc=1
+    echo "-- $name: $p passed, $f failed (exit $st)"
+}
+
+suite() { # name command...
+    local name=$1; shift
+    echo "== $name: $*"
+    "$@" >"$LOGS/$name.log" 2>&1
+    local st=$?
+    tail -n 12 "$LOGS/$name.log"
+    count "$name" "$LOGS/$name.log" "$st"
+}
+
+suite unit swift test
+suite integration env ATTLED_BIN="$PWD/.build/debug/attled" "$VPY" -m pytest -q -p no:cacheprovider Tests/integration
+suite kernel Tools/kernelvm/run.sh
+if [ -x Fuzz/run.sh ]; then suite fuzz Fuzz/run.sh smoke; fi
+
+echo
+echo "logs in $LOGS/"
+echo "$pass passed, $fail failed"
+exit $rc
