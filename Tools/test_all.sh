@@ -19,8 +19,12 @@ count() { # suite-name log exit-code
         p=$((p - f)) ;;
     integration)
         line=$(grep -E "[0-9]+ (passed|failed)" "$log" | tail -n 1)
-        p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed.*/\1/p'); p=${p:-0}
-        f=$(( $(echo "$line" | sed -nE 's/.* ([0-9]+) failed.*/\1/p' | grep . || echo 0) + $(echo "$line" | sed -nE 's/.* ([0-9]+) errors?.*/\1/p' | grep . || echo 0) )) ;;
+        p=$(echo "$line" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || true); p=${p:-0}
+        f=$(echo "$line" | grep -oE "[0-9]+ (failed|errors?)" | awk '{s+=$1} END {print s+0}') ;;
+    fuzz)
+        # one line per harness: "NAME  ok ..." or "NAME  FAILED ..."
+        p=$(grep -aE "^[a-z0-9-]+ +ok " "$log" | wc -l)
+        f=$(grep -aE "^[a-z0-9-]+ +FAILED " "$log" | wc -l) ;;
     *)
         line=$(grep -E "^[0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
         p=$(echo "$line" | sed -nE 's/^([0-9]+) passed.*/\1/p'); p=${p:-0}
@@ -38,7 +42,7 @@ suite() { # name command...
     echo "== $name: $*"
     "$@" >"$LOGS/$name.log" 2>&1
     local st=$?
-    tail -n 12 "$LOGS/$name.log"
+    tail -n 12 "$LOGS/$name.log" | grep -av "^grep: "
     count "$name" "$LOGS/$name.log" "$st"
 }
 

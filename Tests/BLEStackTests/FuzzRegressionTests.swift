@@ -1,0 +1,43 @@
+import Testing
+@testable import BLEWire
+@testable import BLETransport
+@testable import BLEATT
+
+/// Inputs the libFuzzer harnesses in Fuzz/ found, kept as unit tests. Each
+/// names the harness and the invariant the input broke; the hex is the
+/// harness's input (or, for harnesses that take a script, the packet in it).
+@Suite("Fuzz regressions")
+struct FuzzRegressionTests {
+    // att: "what decodes encodes back to what decodes". A Find Information
+    // Response (format 2) whose first UUID is a 16-bit UUID written in 128-bit
+    // form, the second a true 128-bit UUID: the encoder chose format 1 from the
+    // first entry alone and wrote 2-byte and 16-byte UUIDs in one list.
+    @Test("a Find Information Response mixing UUID widths encodes in format 2")
+    func findInformationMixedWidths() throws {
+        let bytes = hex("05 02 01 00 fb 34 9b 5f 80 00 00 80 00 10 00 00 00 28 00 00 02 00 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f")
+        let pdu = try ATTPDU.decode(bytes)
+        guard case let .findInformationResponse(list) = pdu else { Issue.record("decoded as \(pdu)"); return }
+        #expect(list.map(\.uuid.uint16) == [0x2800, nil])
+        #expect(pdu.encoded == bytes)
+        #expect(try ATTPDU.decode(pdu.encoded) == pdu)
+    }
+
+    @Test("a Find Information Response of 16-bit UUIDs only still encodes in format 1")
+    func findInformationShortForm() throws {
+        let pdu = ATTPDU.findInformationResponse([HandleUUID(handle: 0x0011, uuid: BluetoothUUID(uint16: 0x2902))])
+        #expect(pdu.encoded == hex("05 01 11 00 02 29"))
+    }
+
+    // transport-spec: "a spec's text parses back to it". tcp:[[x]]:1 parsed to
+    // host "[x]", printed as tcp:[x]:1, which parses to host "x".
+    @Test("tcp: hosts with brackets left after the IPv6 pair are refused", arguments: [
+        "74 63 70 3a 5b 5b 78 5d 5d 3a 31",  // tcp:[[x]]:1
+        "74 63 70 3a 5b 5b 5d 5d 3a 31",     // tcp:[[]]:1 (printed as tcp:[]:1, which has no host)
+        "74 63 70 3a 5b 61 3a 31",           // tcp:[a:1
+    ])
+    func transportSpecBrackets(_ input: String) {
+        let text = String(decoding: hex(input), as: UTF8.self)
+        #expect(throws: TransportError.self) { try TransportSpec.parse(text) }
+        #expect((try? TransportSpec.parse("tcp:[::1]:9000")) == .tcp(host: "::1", port: 9000))
+    }
+}
