@@ -21,9 +21,7 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -33,17 +31,11 @@ import threading
 import time
 from pathlib import Path
 
+from worldproc import WorldProcess, free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 REQUESTS = {0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20}
 COMMANDS = {0x52, 0xD2}
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def att_counts(path: Path) -> tuple[int, int]:
@@ -125,17 +117,9 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="attled-bench-"))
     port = free_port()
-    world = subprocess.Popen([sys.executable, str(ROOT / "Tools/vworld.py"), "--host", f"tcp-server:127.0.0.1:{port}",
-                              "--device", "CassarTech:pycom:interval=100", "--lifetime", "1800"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ready = threading.Event()
-    def reader():
-        for line in world.stdout:
-            if '"event": "ready"' in line:
-                ready.set()
-    threading.Thread(target=reader, daemon=True).start()
+    world = WorldProcess(["--host", f"tcp-server:127.0.0.1:{port}", "--device", "CassarTech:pycom:interval=100"], lifetime=1800)
     try:
-        if not ready.wait(30):
+        if not world.wait_ready(30):
             print("bench: vworld did not start", file=sys.stderr)
             return 1
         transport = f"tcp:127.0.0.1:{port}"
@@ -210,11 +194,7 @@ def main() -> int:
             Path(args.json).write_text(json.dumps(figures, indent=1))
         return 0 if not any(failures.values()) else 1
     finally:
-        world.terminate()
-        try:
-            world.wait(5)
-        except subprocess.TimeoutExpired:
-            world.kill()
+        world.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -12,23 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
+from worldproc import WorldProcess, free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def main() -> int:
@@ -39,30 +29,9 @@ def main() -> int:
     args = ap.parse_args()
 
     port = free_port()
-    world = subprocess.Popen(
-        [sys.executable, str(ROOT / "Tools/vworld.py"), "--host", f"tcp-server:127.0.0.1:{port}",
-         "--device", f"CassarTech:{args.profile}", "--lifetime", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    events: list[dict] = []
-    ready = threading.Event()
-    cond = threading.Condition()
-
-    def reader() -> None:
-        assert world.stdout is not None
-        for line in world.stdout:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            with cond:
-                events.append(ev)
-                cond.notify_all()
-            if ev.get("event") == "ready":
-                ready.set()
-
-    threading.Thread(target=reader, daemon=True).start()
+    world = WorldProcess(["--host", f"tcp-server:127.0.0.1:{port}", "--device", f"CassarTech:{args.profile}"], lifetime=120)
     try:
-        if not ready.wait(20):
+        if not world.wait_ready(20):
             print("demo: the virtual controller did not start within 20 s", file=sys.stderr)
             return 1
         transport = f"tcp:127.0.0.1:{port}"
@@ -77,13 +46,9 @@ def main() -> int:
         if r.returncode != 0:
             print(f"demo: attled exited {r.returncode}", file=sys.stderr)
             return r.returncode
-        deadline = time.monotonic() + 5
-        with cond:
-            while time.monotonic() < deadline:
-                states = [e for e in events if e.get("event") == "state"]
-                if states and any(e.get("event") == "disconnected" for e in events):
-                    break
-                cond.wait(0.1)
+        # The LED's state after the run, once the link is down.
+        world.wait_for(lambda e: e.get("event") == "disconnected", 5)
+        events = list(world.events)
         states = [e for e in events if e.get("event") == "state"]
         if not states:
             print("demo: the virtual LED reported no change", file=sys.stderr)
@@ -92,11 +57,7 @@ def main() -> int:
         print(f"\n== the virtual LED reports: {json.dumps({k: v for k, v in last.items() if k != 't'})}")
         return 0
     finally:
-        world.terminate()
-        try:
-            world.wait(5)
-        except subprocess.TimeoutExpired:
-            world.kill()
+        world.stop()
 
 
 if __name__ == "__main__":

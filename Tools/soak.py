@@ -13,17 +13,16 @@ runs are warm).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from worldproc import WorldProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,40 +35,15 @@ def main() -> int:
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    world = subprocess.Popen([sys.executable, str(ROOT / "Tools/vworld.py"), "--host", f"tcp-server:127.0.0.1:{port}",
-                              "--device", "Lamp-P:pycom", "--device", "Lamp-X:particle", "--device", "Harness:harness",
-                              "--lifetime", "3600"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    events: list[dict] = []
-    cond = threading.Condition()
-
-    def reader():
-        for line in world.stdout:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            with cond:
-                events.append(ev)
-                cond.notify_all()
-    threading.Thread(target=reader, daemon=True).start()
-
-    def wait_for(pred, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        with cond:
-            while True:
-                for e in reversed(events):
-                    if pred(e):
-                        return e
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                cond.wait(left)
+    port = free_port()
+    world = WorldProcess(["--host", f"tcp-server:127.0.0.1:{port}", "--device", "Lamp-P:pycom",
+                          "--device", "Lamp-X:particle", "--device", "Harness:harness"], lifetime=3600)
+    wait_for = world.wait_for
 
     cache = tempfile.mkdtemp(prefix="attled-soak-")
     env = {**os.environ, "XDG_CACHE_HOME": cache}
     try:
-        if not wait_for(lambda e: e.get("event") == "ready", 30):
+        if not world.wait_ready(30):
             print("soak: vworld did not start", file=sys.stderr)
             return 1
         transport = f"tcp:127.0.0.1:{port}"
@@ -91,13 +65,14 @@ def main() -> int:
                 rgb = [rng.randrange(256) for _ in range(3)]
                 argv = [args.attled, "-i", transport, "--name", kind, "--rgb", ",".join(map(str, rgb)), "-q"]
                 last[kind] = rgb
+            mark = len(world.events)
             t0 = time.monotonic()
             r = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
             times.append(time.monotonic() - t0)
             if r.returncode != 0:
                 failures.append(f"run {i} ({kind}): exit {r.returncode}: {r.stderr.strip()}")
-            # The device must have disconnected before the next run connects.
-            wait_for(lambda e, n=len(events): e.get("event") == "advertising", 5)
+            # The device is advertising again (the link is down) before the next run.
+            wait_for(lambda e, k=kind: e.get("event") == "advertising" and e.get("device") == k, 5, since=mark)
         ok = args.n - len(failures)
         # Final state of each device equals the last request.
         final_ok = True
@@ -116,11 +91,7 @@ def main() -> int:
         print(f"{ok + (1 if final_ok else 0)} passed, {len(failures) + (0 if final_ok else 1)} failed")
         return 0 if not failures and final_ok else 1
     finally:
-        world.terminate()
-        try:
-            world.wait(5)
-        except subprocess.TimeoutExpired:
-            world.kill()
+        world.stop()
 
 
 if __name__ == "__main__":

@@ -690,7 +690,7 @@ async def stdin_command(line: str, hosts: list[HostPort]) -> None:
             for host in hosts:
                 host.controller.faults.append(fault)
         else:
-            raise ValueError(f"unknown command (known: hw_error [CODE] [HOST], close [HOST], fault FAULT)")
+            raise ValueError("unknown command (known: hw_error [CODE] [HOST], close [HOST], fault FAULT)")
     except (ValueError, IndexError, OSError) as error:
         emit({"event": "stdin_command", "line": line, "ok": False, "detail": str(error)})
         return

@@ -381,3 +381,51 @@ def _run_attled_fixture():
 def _run_bumble_central_fixture():
     """The ``run_bumble_central`` function, as a fixture."""
     return run_bumble_central
+
+
+class Running:
+    """attled in the background; stderr collected line by line as it comes."""
+
+    def __init__(self, args: list[str]):
+        # A cold GATT/address cache of its own, as conftest.run_attled gives.
+        self.cache = tempfile.mkdtemp(prefix="attled-cache-", dir="/tmp")
+        env_cache = self.cache
+        self.p = subprocess.Popen([str(ATTLED), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "XDG_CACHE_HOME": env_cache})
+        self.lines: list[str] = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.p.stderr is not None
+        for line in self.p.stderr:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+
+    @property
+    def stderr(self) -> str:
+        with self.cond:
+            return "\n".join(self.lines)
+
+    def wait_line(self, text: str, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not any(text in l for l in self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.p.poll() is not None:
+                    raise AssertionError(f"no line containing {text!r}:\n" + "\n".join(self.lines))
+                self.cond.wait(min(left, 0.2))
+
+    def finish(self, timeout: float = 10) -> int:
+        try:
+            code = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(5)
+            raise AssertionError(f"attled still running {timeout} s after the fault:\n{self.stderr}") from None
+        self.reader.join(timeout)  # stderr read to its end
+        shutil.rmtree(self.cache, ignore_errors=True)
+        return code

@@ -17,18 +17,14 @@ fixed and the marker must go.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
-import threading
 import time
 
 import pytest
 
-from conftest import ATTLED, run_attled
+from conftest import Running, run_attled
 
 ATT_MS = 500  # --att-timeout for the tests: a silent peer is cut off quickly
 HCI_COMMAND_MS = 2000  # attled's fixed deadline for a Command Complete / Status
@@ -82,54 +78,6 @@ def assert_clean_end(w, r, code: int, reason: int | None = REMOTE_USER_TERMINATE
 
 def sent_hci_disconnect(trace: str) -> bool:
     return "HCI Command: Disconnect (0x0406)" in trace
-
-
-class Running:
-    """attled in the background; stderr collected line by line as it comes."""
-
-    def __init__(self, args: list[str]):
-        # A cold GATT/address cache of its own, as conftest.run_attled gives.
-        self.cache = tempfile.mkdtemp(prefix="attled-cache-", dir="/tmp")
-        env_cache = self.cache
-        self.p = subprocess.Popen([str(ATTLED), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, "XDG_CACHE_HOME": env_cache})
-        self.lines: list[str] = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.p.stderr is not None
-        for line in self.p.stderr:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-
-    @property
-    def stderr(self) -> str:
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def wait_line(self, text: str, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not any(text in l for l in self.lines):
-                left = deadline - time.monotonic()
-                if left <= 0 or self.p.poll() is not None:
-                    raise AssertionError(f"no line containing {text!r}:\n" + "\n".join(self.lines))
-                self.cond.wait(min(left, 0.2))
-
-    def finish(self, timeout: float = 10) -> int:
-        try:
-            code = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise AssertionError(f"attled still running {timeout} s after the fault:\n{self.stderr}") from None
-        self.reader.join(timeout)  # stderr read to its end
-        shutil.rmtree(self.cache, ignore_errors=True)
-        return code
 
 
 # =============================================================================

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
-import time
 
 import pytest
 

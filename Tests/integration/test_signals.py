@@ -3,48 +3,8 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import threading
-import time
 
-from conftest import ATTLED
-
-
-class Running:
-    """attled started in the background; stderr lines collected as they come."""
-
-    def __init__(self, args: list[str]):
-        self.p = subprocess.Popen([str(ATTLED), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.p.stderr is not None
-        for line in self.p.stderr:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-
-    def wait_line(self, text: str, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not any(text in l for l in self.lines):
-                left = deadline - time.monotonic()
-                if left <= 0 or self.p.poll() is not None:
-                    raise AssertionError(f"no line containing {text!r}:\n" + "\n".join(self.lines))
-                self.cond.wait(min(left, 0.2))
-
-    def finish(self, timeout: float = 10) -> int:
-        try:
-            code = self.p.wait(timeout)
-            self.reader.join(timeout)  # stderr read to its end
-            return code
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            raise AssertionError("attled did not exit after the signal:\n" + "\n".join(self.lines))
+from conftest import Running
 
 
 def test_sigint_ends_listen_cleanly(world):
