@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev
 STAMP := .build/.stamps
 
-.PHONY: all build release bench soak test-kernel setup deps test-deps venv demo test test-unit test-integration clean
+.PHONY: all build release bench soak fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -78,6 +78,11 @@ test-integration: test-deps build
 
 test: test-deps build
 	VPY=$(VPY) Tools/test_all.sh
+
+# libFuzzer on every parser (Fuzz/): each harness for FUZZ_SECONDS, two at a time.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	Fuzz/run.sh run $(FUZZ_SECONDS)
 
 # The HCI user channel against the real Linux Bluetooth subsystem: Debian's stock
 # kernel in a qemu guest, hci_vhci bridged over virtio-serial to a Bumble controller.
