@@ -44,9 +44,8 @@ max_len() {
   esac
 }
 
-# Rebuilds a step only when its inputs (sources, flags, what it links against) changed.
-stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
-
+# Compiles Sources/<name> into a static library, only when its sources, the flags or a
+# dependency changed.
 build_module() {
   local name=$1; shift
   local srcs=("$root/Sources/$name"/*.swift)
@@ -66,14 +65,16 @@ build_module() {
 cmd_build() {
   command -v "$SWIFTC" >/dev/null || die "no swiftc on PATH"
   mkdir -p "$out/modules" "$out/lib" "$out/logs"
+  # One build at a time; a fuzzer still running keeps the binary it started with.
+  exec 9> "$out/.build.lock"
+  flock 9
   local t0=$SECONDS
   echo "fuzz: building the stack's modules with -sanitize=fuzzer,address"
-  # Modules whose dependencies are built go in parallel (two at a time at most, levels of the graph).
+  # Modules whose dependencies are built compile side by side (never more than two here).
   local built=() pending=("${MODULES[@]}")
   while [ ${#pending[@]} -gt 0 ]; do
     local ready=() rest=()
     for m in "${pending[@]}"; do
-      local deps=(${m#* }); [ "$deps" = "$m" ] && deps=()
       local ok=1
       for d in ${m#"${m%% *}"}; do [[ " ${built[*]} " == *" $d "* ]] || ok=0; done
       if [ $ok = 1 ]; then ready+=("$m"); else rest+=("$m"); fi
@@ -95,38 +96,42 @@ cmd_build() {
     echo "  swiftc attled-fuzz (harnesses, link)"
     # From $out: swiftc leaves the executable's module files in the working directory.
     (cd "$out" && "$SWIFTC" "${FLAGS[@]}" -module-name AttledFuzz "$here"/Sources/*.swift -L "$out/lib" "${libs[@]}" \
-      -lswiftSynchronization -o "$out/attled-fuzz") 2> "$out/logs/build-attled-fuzz.log" \
+      -lswiftSynchronization -o "$out/attled-fuzz.new") 2> "$out/logs/build-attled-fuzz.log" \
       || { cat "$out/logs/build-attled-fuzz.log" >&2; die "building the harnesses failed"; }
+    mv -f "$out/attled-fuzz.new" "$out/attled-fuzz"
     echo "$key" > "$out/attled-fuzz.stamp"
   fi
   for h in "${HARNESSES[@]}"; do ln -sf attled-fuzz "$out/fuzz-$h"; done
+  flock -u 9
   echo "fuzz: built $out/attled-fuzz in $((SECONDS - t0)) s"
 }
 
 check_harness() { [[ " ${HARNESSES[*]} " == *" $1 "* ]] || die "unknown harness '$1' (have: ${HARNESSES[*]})"; }
 
 # Fuzzes one harness for $2 seconds; prints one summary line; returns non-zero on a finding.
+# Scratch corpora and logs live in a directory of this invocation's own ($run), so
+# runs started side by side do not disturb each other.
 fuzz_one() {
   local h=$1 secs=$2
-  local work="$out/work/$h"
-  rm -rf "$work"; mkdir -p "$work/corpus" "$out/crashes"
+  local work="$run/$h"
+  mkdir -p "$work/corpus" "$out/crashes"
   cp "$here/corpus/$h"/* "$work/corpus/" 2>/dev/null || true
   local dict=()
   [ -f "$here/dict/$h.dict" ] && dict=(-dict="$here/dict/$h.dict")
-  local log="$out/logs/$h.log" rc=0
+  local log="$run/$h.log" rc=0
   (cd "$work" && SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=0} "$out/fuzz-$h" corpus "${dict[@]}" \
       -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$h")" \
       -artifact_prefix="$out/crashes/$h-" -print_final_stats=1 ${FUZZ_FLAGS:-}) > "$log" 2>&1 || rc=$?
   local execs cov ft corp
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-  cov=$(grep -oE '(cov|ft|corp): [0-9]+' "$log" | tail -3 | tr '\n' ' ')
+  execs=$(grep -ao 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  cov=$(grep -aoE '(cov|ft|corp): [0-9]+' "$log" | tail -3 | tr '\n' ' ')
   if [ $rc = 0 ]; then
     printf '%-15s ok     %8ss  execs %-10s %s\n' "$h" "$secs" "${execs:-?}" "$cov"
   else
     local art
-    art=$(grep -oE "Test unit written to [^ ]+" "$log" | tail -1 | cut -d' ' -f5-)
+    art=$(grep -aoE "Test unit written to [^ ]+" "$log" | tail -1 | cut -d' ' -f5-)
     printf '%-15s FAILED %8ss  execs %-10s %s\n' "$h" "$secs" "${execs:-?}" "$cov"
-    grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz invariant|Fatal error|.*Fatal error)' "$log" | head -5 | sed 's/^/    /'
+    grep -aE '^(==[0-9]+==ERROR|SUMMARY|fuzz invariant|Fatal error|.*Fatal error)' "$log" | head -5 | sed 's/^/    /'
     echo "    input: ${art:-see $log}   log: $log"
   fi
   return $rc
@@ -135,9 +140,14 @@ fuzz_one() {
 # Runs fuzz_one over the harnesses, FUZZ_PARALLEL at a time; fails if any failed.
 fuzz_all() {
   local secs=$1; shift
-  local par=${FUZZ_PARALLEL:-2} failed=0 pids=() names=()
+  run="$out/runs/$(date +%Y%m%d-%H%M%S)-$$"
+  mkdir -p "$run"
+  # Keep the five latest runs' logs and scratch corpora.
+  ls -1dt "$out/runs"/*/ 2>/dev/null | tail -n +6 | xargs -r rm -rf
+  echo "fuzz: logs and scratch corpora in $run"
+  local par=${FUZZ_PARALLEL:-2} failed=0 pids=()
   for h in "$@"; do
-    fuzz_one "$h" "$secs" & pids+=($!); names+=("$h")
+    fuzz_one "$h" "$secs" & pids+=($!)
     if [ ${#pids[@]} -ge "$par" ]; then wait "${pids[0]}" || failed=1; pids=("${pids[@]:1}"); fi
   done
   for p in "${pids[@]+"${pids[@]}"}"; do wait "$p" || failed=1; done
@@ -164,7 +174,7 @@ case ${1:-} in
     shift; h=${1:-}; check_harness "$h"; shift
     [ $# -gt 0 ] || die "repro needs input files"
     cmd_build >/dev/null
-    "$out/fuzz-$h" -runs=1 "$@" ;;
+    SWIFT_BACKTRACE=enable=no "$out/fuzz-$h" -runs=1 "$@" ;;
   minimize)
     # Keeps, of each harness's corpus, only the inputs that add coverage (libFuzzer -merge).
     shift; hs=("$@"); [ ${#hs[@]} -gt 0 ] || hs=("${HARNESSES[@]}")

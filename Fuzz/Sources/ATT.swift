@@ -89,7 +89,7 @@ func fuzzATT(_ data: [UInt8]) {
         host.handle(p)
     }
 
-    // The client's own PDUs: each decodes, fits the MTU, and at most one request is outstanding at a time.
+    // The client's own PDUs: each decodes and fits the MTU; every indication was confirmed.
     var confirmations = 0
     for p in sentL2CAPPDUs(transport.sent, handle: linkHandle) {
         let payload = Array(p[4...])

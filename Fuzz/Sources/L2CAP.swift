@@ -57,6 +57,11 @@ func fuzzL2CAP(_ data: [UInt8]) {
     var gotATT: [[UInt8]] = [], gotDynamic: [[UInt8]] = []
     link.register(cid: CID.att) { gotATT.append($0) }
     link.register(cid: 0x0040) { gotDynamic.append($0) }
+    var reassemblyErrors = 0
+    link.onReassemblyError = { message in
+        require(!message.isEmpty, "empty reassembly error")
+        reassemblyErrors += 1
+    }
 
     // The model.
     var rx: [UInt8] = []
@@ -65,14 +70,20 @@ func fuzzL2CAP(_ data: [UInt8]) {
     var wantATT: [[UInt8]] = [], wantDynamic: [[UInt8]] = []
     var wantSignalling: [(code: UInt8, id: UInt8, accepted: Bool?, params: ConnectionParameters?)] = []
     var wantSMP = 0
+    var wantErrors = 0 // a start cutting a PDU short, a continuation without a start, an overflow
 
     func model(_ acl: ACLPacket) {
         guard open, acl.handle == linkHandle else { return }
-        if acl.isStart { rx = acl.data; rxActive = true }
-        else { guard rxActive else { return }; rx += acl.data }
+        if acl.isStart {
+            if rxActive { wantErrors += 1 }
+            rx = acl.data; rxActive = true
+        } else {
+            guard rxActive else { wantErrors += 1; return }
+            rx += acl.data
+        }
         guard rx.count >= 2 else { return }
         let expected = Int(UInt16(rx[0]) | UInt16(rx[1]) << 8) + 4
-        if rx.count > expected { rx = []; rxActive = false; return }
+        if rx.count > expected { rx = []; rxActive = false; wantErrors += 1; return }
         guard rx.count == expected else { return }
         let cid = UInt16(rx[2]) | UInt16(rx[3]) << 8
         let payload = Array(rx[4...])
@@ -119,6 +130,7 @@ func fuzzL2CAP(_ data: [UInt8]) {
     require(gotATT == wantATT, "ATT PDUs delivered differ from the reassembly model")
     require(gotDynamic == wantDynamic, "dynamic-channel PDUs delivered differ from the reassembly model")
     require(link.isOpen == open, "link open state")
+    require(reassemblyErrors == wantErrors, "\(reassemblyErrors) reassembly errors reported, \(wantErrors) due")
 
     // Let every queued answer out, then compare the answers with the rules.
     var rounds = 0

@@ -39,8 +39,6 @@ struct FuzzInput {
         return bytes[offset]
     }
 
-    mutating func u16() -> UInt16 { UInt16(u8()) | UInt16(u8()) << 8 }
-
     /// Up to `n` bytes (fewer at the end of the input).
     mutating func take(_ n: Int) -> [UInt8] {
         let k = min(max(0, n), bytes.count - offset)
@@ -50,8 +48,6 @@ struct FuzzInput {
 
     /// A length-prefixed chunk: one length byte, then that many bytes.
     mutating func chunk() -> [UInt8] { take(Int(u8())) }
-
-    mutating func rest() -> [UInt8] { take(bytes.count - offset) }
 }
 
 /// A deterministic generator seeded from the input, for choices (split
