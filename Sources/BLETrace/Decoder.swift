@@ -376,16 +376,17 @@ public final class PacketDecoder {
     }
 
     static func uuidName(_ u: BluetoothUUID) -> String {
-        let names: [UInt16: String] = [
+        if let v = u.uint16, let n = uuidNames[v] { return "\(n) (\(Hex.int(v, width: 4)))" }
+        return u.description
+    }
+
+    static let uuidNames: [UInt16: String] = [
             0x1800: "Generic Access", 0x1801: "Generic Attribute", 0x2800: "Primary Service", 0x2801: "Secondary Service",
             0x2802: "Include", 0x2803: "Characteristic", 0x2900: "Characteristic Extended Properties",
             0x2901: "Characteristic User Description", 0x2902: "Client Characteristic Configuration",
             0x2A00: "Device Name", 0x2A01: "Appearance", 0x2A05: "Service Changed", 0x2B29: "Client Supported Features",
             0x2B2A: "Database Hash", 0x2B3A: "Server Supported Features",
         ]
-        if let v = u.uint16, let n = names[v] { return "\(n) (\(Hex.int(v, width: 4)))" }
-        return u.description
-    }
 
     static func characteristicDeclaration(_ handle: UInt16, _ v: [UInt8]) -> [String]? {
         guard v.count == 5 || v.count == 19 else { return nil }
