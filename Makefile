@@ -35,7 +35,8 @@ $(STAMP)/venv: Tools/requirements.txt | $(STAMP)
 
 # Test-only Debian packages: tshark is the outside judge of attled's captures.
 $(STAMP)/apt-test: | $(STAMP)
-	@command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+	@command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
 	@if ! command -v tshark >/dev/null; then \
 	  echo "installing tshark"; \
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
@@ -58,7 +59,8 @@ release: deps
 
 # attled against Bumble, side by side (see Tools/bench.py).
 bench: setup release
-	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
+	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
 	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench
 
 # 500 runs in a row against the virtual devices (see Tools/soak.py).
