@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -40,12 +42,16 @@ def main() -> int:
         sys.stdout.flush()
         subprocess.run([args.attled, "scan", "--transport", transport, "--timeout", "1"], timeout=30)
         cmd = [args.attled, "--transport", transport, "--name", "CassarTech", "--rgb", args.rgb]
-        print(f"\n$ {' '.join(['attled'] + cmd[1:])}")
-        sys.stdout.flush()
-        r = subprocess.run(cmd, timeout=30)
-        if r.returncode != 0:
-            print(f"demo: attled exited {r.returncode}", file=sys.stderr)
-            return r.returncode
+        # A cache of the demo's own: the first run is cold (scan, discovery), the second warm.
+        env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="attled-demo-")}
+        for label in ("cold: scan, connect, discover, write", "warm: remembered address and handles"):
+            print(f"\n# {label}\n$ {' '.join(['attled'] + cmd[1:])}")
+            sys.stdout.flush()
+            r = subprocess.run(cmd, timeout=30, env=env)
+            if r.returncode != 0:
+                print(f"demo: attled exited {r.returncode}", file=sys.stderr)
+                return r.returncode
+            world.wait_for(lambda e: e.get("event") == "advertising", 5, since=len(world.events))
         # The LED's state after the run, once the link is down.
         world.wait_for(lambda e: e.get("event") == "disconnected", 5)
         events = list(world.events)
