@@ -21,13 +21,13 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -65,40 +65,29 @@ def att_counts(path: Path) -> tuple[int, int]:
 
 
 def timed(cmd: list[str], env: dict | None, timeout: float = 30) -> dict:
-    """Runs cmd; returns wall s, cpu s, peak RSS KiB, exit code, stderr.
+    """Runs cmd; returns wall s, cpu s, peak RSS KiB, exit code, stdout, stderr.
 
-    Peak RSS comes from GNU time (%M): a child forked from this Python process
-    would carry Python's own pre-exec footprint in its ru_maxrss."""
-    rss_file = tempfile.NamedTemporaryFile(prefix="attled-bench-rss-", delete=False)
-    rss_file.close()
-    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *cmd]
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    timer = threading.Timer(timeout, p.kill)
-    timer.start()
-    out, err = "", ""
-    try:
-        # wait4 gives this child's own rusage (CPU and max RSS).
-        chunks: dict[str, str] = {}
-        def rd(name, f):
-            chunks[name] = f.read()
-        ts = [threading.Thread(target=rd, args=("out", p.stdout)), threading.Thread(target=rd, args=("err", p.stderr))]
-        for t in ts:
-            t.start()
-        _, status, ru = os.wait4(p.pid, 0)
+    CPU is the growth of this process's RUSAGE_CHILDREN across the run (runs are
+    sequential, so it is this child's alone). Peak RSS comes from GNU time (%M):
+    a child forked from this Python process would carry Python's own pre-exec
+    footprint in its ru_maxrss."""
+    with tempfile.NamedTemporaryFile(prefix="attled-bench-rss-") as rss_file:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *cmd], env=env,
+                               capture_output=True, text=True, timeout=timeout)
+            rc, out, err = r.returncode, r.stdout, r.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = -9, str(e.stdout or ""), str(e.stderr or "")
         wall = time.monotonic() - t0
-        for t in ts:
-            t.join(5)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out, err = chunks.get("out", ""), chunks.get("err", "")
-    finally:
-        timer.cancel()
-    try:
-        rss = int(Path(rss_file.name).read_text().split()[-1])
-    except (OSError, ValueError, IndexError):
-        rss = ru.ru_maxrss
-    os.unlink(rss_file.name)
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": rss, "rc": p.returncode, "stdout": out, "stderr": err}
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            rss = int(Path(rss_file.name).read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            rss = 0
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"wall": wall, "cpu": cpu, "rss": rss, "rc": rc, "stdout": out, "stderr": err}
 
 
 def summary(vals: list[float]) -> tuple[float, float, float]:

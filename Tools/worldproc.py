@@ -1,17 +1,21 @@
-"""A Tools/vworld.py process for the scripts (demo, bench, soak): start it,
-collect its JSON events, wait for one with a deadline, stop it."""
+"""A Tools/vworld.py process and the JSON events it prints: start it, wait for
+an event with a deadline, stop it. Used by the scripts (demo, bench, soak) and,
+through Tests/integration/conftest.py, by every integration test."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+VWORLD = ROOT / "Tools" / "vworld.py"
 
 
 def free_port() -> int:
@@ -23,43 +27,99 @@ def free_port() -> int:
 
 
 class WorldProcess:
-    def __init__(self, args: list[str], lifetime: int = 600):
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "Tools/vworld.py"), *args, "--lifetime", str(lifetime)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.events: list[dict] = []
-        self.cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+    """vworld with ``args``; it exits by itself after ``lifetime`` seconds or when
+    this process goes away (its stdin closes)."""
 
-    def _read(self) -> None:
+    def __init__(self, args: list[str], lifetime: int = 600, capture_stderr: bool = False):
+        self.args = args
+        self.events: list[dict] = []
+        self._stderr: list[str] = []
+        self._cond = threading.Condition()
+        self._eof = False
+        self.proc = subprocess.Popen(
+            [sys.executable, str(VWORLD), *args, "--exit-on-stdin-eof", "--lifetime", str(lifetime)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL,
+            text=True, bufsize=1, cwd=str(ROOT))
+        self._threads = [threading.Thread(target=self._read_stdout, daemon=True)]
+        if capture_stderr:
+            self._threads.append(threading.Thread(target=self._read_stderr, daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            try:
-                ev = json.loads(line)
-            except ValueError:
+            line = line.strip()
+            if not line:
                 continue
-            with self.cond:
-                self.events.append(ev)
-                self.cond.notify_all()
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = {"event": "_raw", "line": line}
+            with self._cond:
+                self.events.append(event)
+                self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
 
-    def wait_for(self, pred, timeout: float = 10.0, since: int = 0) -> dict | None:
-        """The latest event from index `since` matching pred, waiting up to `timeout` s."""
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    @property
+    def exited(self) -> bool:
+        return self._eof
+
+    def wait(self, test: Callable[[dict], bool], timeout: float = 10.0, since: int = 0,
+             latest: bool = False) -> dict | None:
+        """The first (or, with ``latest``, the last) event from index ``since``
+        passing ``test``, waiting up to ``timeout`` s; None on timeout or exit."""
         deadline = time.monotonic() + timeout
-        with self.cond:
+        index = since
+        with self._cond:
             while True:
-                for e in reversed(self.events[since:]):
-                    if pred(e):
-                        return e
+                if latest:
+                    for e in reversed(self.events[since:]):
+                        if test(e):
+                            return e
+                else:
+                    while index < len(self.events):
+                        if test(self.events[index]):
+                            return self.events[index]
+                        index += 1
                 left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
+                if left <= 0 or self._eof:
                     return None
-                self.cond.wait(left)
+                self._cond.wait(left)
+
+    def wait_for(self, test: Callable[[dict], bool], timeout: float = 10.0, since: int = 0) -> dict | None:
+        """The latest matching event (the scripts want the newest state)."""
+        return self.wait(test, timeout, since, latest=True)
 
     def wait_ready(self, timeout: float = 30.0) -> dict | None:
-        return self.wait_for(lambda e: e.get("event") == "ready", timeout)
+        return self.wait(lambda e: e.get("event") == "ready", timeout)
 
-    def stop(self) -> None:
-        self.proc.terminate()
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
         try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        for thread in self._threads:
+            thread.join(2)
+        return self.proc.returncode

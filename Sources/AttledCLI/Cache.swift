@@ -4,6 +4,7 @@ import Glibc
 import BLEWire
 import BLEGATT
 import LEDProfile
+import BLETransport
 
 /// What a run learned about a device, kept between runs so a warm run can
 /// write straight to the LED characteristics (and connect without scanning).
@@ -49,7 +50,7 @@ struct GATTCache {
         guard let text = readFile(path(a)) else { return nil }
         var profile: String? = nil, service: Service? = nil
         var chars: [Characteristic] = []
-        var e = Entry(profile: "", service: Service(uuid: BluetoothUUID(uint16: 0), start: 0, end: 0), characteristics: [])
+        var hashHandle: UInt16? = nil, hash: [UInt8]? = nil, noHash = false
         let lines = text.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         guard lines.first == ["attled-gatt-cache", "1"] else { return nil }
         for f in lines.dropFirst() {
@@ -63,14 +64,13 @@ struct GATTCache {
                 chars.append(Characteristic(declarationHandle: d, properties: CharacteristicProperties(rawValue: p), valueHandle: v, uuid: u, end: en))
             case "hash" where f.count == 3:
                 guard let h = UInt16(f[1]), let v = Hex.parse(f[2]) else { return nil }
-                e.hashHandle = h; e.hash = v
-            case "nohash": e.noHash = true
+                hashHandle = h; hash = v
+            case "nohash": noHash = true
             default: return nil // unknown or damaged: ignore the whole entry
             }
         }
         guard let p = profile, let s = service, !chars.isEmpty else { return nil }
-        e.profile = p; e.service = s; e.characteristics = chars
-        return e
+        return Entry(profile: p, service: s, characteristics: chars, hashHandle: hashHandle, hash: hash, noHash: noHash)
     }
 
     func save(_ a: DeviceAddress, _ e: Entry) {
@@ -117,18 +117,7 @@ struct GATTCache {
     // MARK: files
 
     func readFile(_ p: String) -> String? {
-        let fd = open(p, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while out.count < 1 << 20 {
-            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            out += buf[0..<n]
-        }
-        return String(decoding: out, as: UTF8.self)
+        FileDescriptor.readFile(p).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Writes atomically (temporary file, then rename); failures are silent:
@@ -138,10 +127,9 @@ struct GATTCache {
         let tmp = p + ".tmp.\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
-        let bytes = Array(text.utf8)
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
+        let ok = FileDescriptor.writeAll(fd, Array(text.utf8))
         close(fd)
-        if n == bytes.count { rename(tmp, p) } else { unlink(tmp) }
+        if ok { rename(tmp, p) } else { unlink(tmp) }
     }
 
     func makeDirectories(_ d: String) {

@@ -13,15 +13,7 @@ func runDecode(_ opts: Options) -> Int32 {
         Console.err("attled: error: cannot open \(path): \(errnoName(errno))")
         return ExitCode.unavailable.rawValue
     }
-    var bytes: [UInt8] = []
-    var buf = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { break }
-        bytes += buf[0..<n]
-        if bytes.count > 512 * 1024 * 1024 { break }
-    }
+    let bytes = FileDescriptor.readAll(fd, limit: 512 * 1024 * 1024)
     if fd != 0 { close(fd) }
     let (records, error) = Btsnoop.parse(bytes)
     let decoder = PacketDecoder()

@@ -104,7 +104,7 @@ extension Session {
     // MARK: device jobs
 
     func deviceJob() throws {
-        guard let central = central, let host = host else { return }
+        guard let central = central, host != nil else { return }
         // 1. Find the device: --address, else the address this name resolved to last time
         //    (if it answers quickly), else scan.
         var target: DeviceAddress? = opts.address
@@ -152,17 +152,7 @@ extension Session {
         }
         guard let connection = conn else { return }
         self.connection = connection
-        let link = L2CAPLink(host: host, handle: connection.handle)
-        link.onConnectionParameterRequest = { [unowned self] p, ok in
-            if self.opts.trace != .off {
-                Console.err("attled: peer asked for connection interval \(formatMs(us: UInt64(p.intervalMin) * 1250, decimals: 2))-\(formatMs(us: UInt64(p.intervalMax) * 1250, decimals: 2)) ms: \(ok ? "accepted" : "rejected")")
-            }
-        }
-        let b = ATTBearer(link: link)
-        b.transactionTimeoutMs = opts.attTimeoutMs ?? Self.defaultATTMs
-        b.onIndication = { [unowned self] hv in self.noteIndication(hv) }
-        bearer = b
-        let gatt = GATTClient(bearer: b)
+        let gatt = attach(connection)
         if deviceName == nil { deviceName = peer.description }
         if let n = opts.name, opts.service == nil { cache?.remember(name: n, peer) }
 
@@ -180,19 +170,43 @@ extension Session {
         result.append(("profile", .string(led.profile.name)))
         result.append(("cache", .string(fromCache ? "hit" : (cache == nil ? "off" : "miss"))))
 
-        // 4. Act; a cached handle the device rejects means the cache was stale:
-        //    discover again in the same connection and redo the job.
+        // 4. Act. Cached handles the device rejects, or a Service Changed
+        //    indication during the job, mean the cache was stale: discover
+        //    again in the same connection and redo the job.
+        var stale: Error? = nil
         do {
             try act(gatt, led)
-            if fromCache && serviceChanged { throw GATTError.discoveryStalled(procedure: "service changed", handle: 0) }
-        } catch where fromCache && connection.isConnected && (error is ATTError || error is GATTError) {
-            if case ATTError.timeout = error { throw error }
-            progress("cached handles failed (\(error)); discovering again")
+        } catch where fromCache && connection.isConnected && Self.isStaleHandleError(error) {
+            stale = error
+        }
+        if fromCache && (stale != nil || serviceChanged) {
+            progress("cached handles " + (stale.map { "failed (\($0))" } ?? "changed (Service Changed)") + "; discovering again")
             cache?.remove(peer)
             serviceChanged = false
             led = try discover(gatt, peer, advertised, deviceName)
             try act(gatt, led)
         }
+    }
+
+    /// An error that a stale cached handle explains (not a dead link or a silent peer).
+    static func isStaleHandleError(_ e: Error) -> Bool {
+        if case ATTError.timeout = e { return false }
+        return e is ATTError || e is GATTError
+    }
+
+    /// L2CAP, the ATT bearer and a GATT client over a new connection.
+    func attach(_ connection: LEConnection) -> GATTClient {
+        let link = L2CAPLink(host: host!, handle: connection.handle)
+        link.onConnectionParameterRequest = { [unowned self] p, ok in
+            if self.opts.trace != .off {
+                Console.err("attled: peer asked for connection interval \(formatMs(us: UInt64(p.intervalMin) * 1250, decimals: 2))-\(formatMs(us: UInt64(p.intervalMax) * 1250, decimals: 2)) ms: \(ok ? "accepted" : "rejected")")
+            }
+        }
+        let b = ATTBearer(link: link)
+        b.transactionTimeoutMs = opts.attTimeoutMs ?? Self.defaultATTMs
+        b.onIndication = { [unowned self] hv in self.noteIndication(hv) }
+        bearer = b
+        return GATTClient(bearer: b)
     }
 
     func act(_ gatt: GATTClient, _ led: ResolvedLED) throws {

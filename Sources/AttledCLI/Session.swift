@@ -75,7 +75,7 @@ final class Session {
 
     func run() -> Int32 {
         SignalWatch.install()
-        var code: ExitCode = .ok
+        var failure: RunError? = nil
         do {
             if opts.command == .ui && (isatty(0) != 1 || isatty(1) != 1) {
                 throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
@@ -87,30 +87,22 @@ final class Session {
             case .ui: try uiJob()
             default: break
             }
+        } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SIGINT {
+            // Ctrl-C is how scan and listen end.
         } catch {
             var re = classify(error)
             if case HCIError.interrupted(let sig) = error {
-                let what = sig == SIGTERM ? "SIGTERM" : "SIGINT"
-                if sigintIsSuccess && sig == SIGINT {
-                    re = RunError("", .ok)
-                } else {
-                    re = RunError("interrupted by \(what) during \(phase)", re.code)
-                }
+                re.message = "interrupted by \(sig == SIGTERM ? "SIGTERM" : "SIGINT") during \(phase)"
             } else if re.code == .linkLost || re.code == .attError {
                 re.message += " (during \(phase))"
             }
-            code = re.code
-            cleanup()
-            if code != .ok {
-                if opts.json { emitJSON(error: re) } else { Console.err("attled: error: " + re.message) }
-            } else if opts.json && opts.command != .scan && opts.command != .listen {
-                emitJSON(error: nil)
-            }
-            return code.rawValue
+            failure = re
         }
         cleanup()
-        if opts.json && opts.command != .scan && opts.command != .listen { emitJSON(error: nil) }
-        return code.rawValue
+        if let re = failure, !opts.json { Console.err("attled: error: " + re.message) }
+        // scan and listen print their JSON line by line; the others one result at the end.
+        if opts.json && (failure != nil || (opts.command != .scan && opts.command != .listen)) { emitJSON(error: failure) }
+        return (failure?.code ?? .ok).rawValue
     }
 
     func emitJSON(error: RunError?) {
@@ -176,9 +168,10 @@ final class Session {
                 do { try c.stopScan() } catch { Console.err("attled: warning: could not stop scanning: \(error)") }
             }
             central?.abandonPendingConnect()
-            if let c = connection, c.isConnected, let cen = central {
+            // Every link this process holds, including one that completed during a failure.
+            for c in central?.connections.values.sorted(by: { $0.handle < $1.handle }) ?? [] where c.isConnected {
                 do {
-                    try cen.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
+                    try central?.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
                     if c.isConnected {
                         Console.err("attled: warning: no Disconnection Complete for handle 0x\(Hex.int(c.handle, width: 4)) within 1000 ms: the link may still be up")
                     }

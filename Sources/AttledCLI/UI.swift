@@ -70,16 +70,11 @@ final class UIApp {
     func session(_ host: HCIHost, _ central: Central) throws {
         state = "scanning"
         draw()
-        var found: DiscoveredDevice? = nil
         try central.startScan(active: !s.opts.passive)
-        _ = try host.pump(until: .distantFuture) {
+        let found = try central.waitForDevice(until: .distantFuture, orStop: {
             if inputPending { handleInput(); draw() }
-            if quit { return true }
-            if found == nil {
-                for a in central.order { if let d = central.devices[a], s.matches(d) { found = d; break } }
-            }
-            return found != nil
-        }
+            return quit
+        }, where: { s.matches($0) })
         try central.stopScan()
         guard let d = found, !quit else { return }
         deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
@@ -93,11 +88,8 @@ final class UIApp {
             return
         }
         s.connection = conn
-        let link = L2CAPLink(host: host, handle: conn.handle)
-        let b = ATTBearer(link: link)
-        b.transactionTimeoutMs = s.opts.attTimeoutMs ?? Session.defaultATTMs
-        s.bearer = b
-        let gatt = GATTClient(bearer: b)
+        let gatt = s.attach(conn)
+        let b = gatt.bearer
         state = "discovering"
         draw()
         do {

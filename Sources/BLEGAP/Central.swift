@@ -10,6 +10,10 @@ public struct DiscoveredDevice: Sendable {
     public var advertisement: AdvertisingData
     /// Latest scan response data, if any.
     public var scanResponse: AdvertisingData?
+    /// The raw bytes behind `advertisement` and `scanResponse`: a report that
+    /// repeats them is recognised without parsing it again.
+    public var advertisementBytes: [UInt8] = []
+    public var scanResponseBytes: [UInt8]? = nil
     public var firstSeen: Instant
     public var lastSeen: Instant
     public var reports: Int
@@ -85,7 +89,6 @@ public final class Central {
     public var onMalformedAdvertisement: ((DeviceAddress, [String]) -> Void)?
 
     private var fragments: [DeviceAddress: [UInt8]] = [:]
-    private var connecting: DeviceAddress?
     private var connectResult: LEConnectionComplete?
     public private(set) var connections: [UInt16: LEConnection] = [:]
 
@@ -128,12 +131,15 @@ public final class Central {
         }
     }
 
-    /// Pumps until `match` accepts a device (returned) or `deadline` passes (nil).
-    public func waitForDevice(until deadline: Instant, where match: (DiscoveredDevice) -> Bool) throws -> DiscoveredDevice? {
+    /// Pumps until `match` accepts a device (returned), `stop` returns true,
+    /// or `deadline` passes (nil). Only devices new or changed since the last
+    /// look are offered to `match`.
+    public func waitForDevice(until deadline: Instant, orStop stop: () -> Bool = { false },
+                              where match: (DiscoveredDevice) -> Bool) throws -> DiscoveredDevice? {
         var found: DiscoveredDevice? = nil
         var checked = 0
         _ = try host.pump(until: deadline) {
-            if found != nil { return true }
+            if found != nil || stop() { return true }
             // Check devices whose data changed since the last look.
             while checked < pendingChecks.count {
                 let a = pendingChecks[checked]; checked += 1
@@ -158,37 +164,48 @@ public final class Central {
             if rep.dataStatus == 1 { fragments[rep.address, default: []] += data; return }
             if let f = fragments.removeValue(forKey: rep.address) { data = f + data }
         }
-        let ad = AdvertisingData(data)
-        if !ad.problems.isEmpty { onMalformedAdvertisement?(rep.address, ad.problems) }
         let now = Instant.now()
-        let isNew = devices[rep.address] == nil
-        var d = devices[rep.address] ?? DiscoveredDevice(address: rep.address, rssi: rep.rssi, connectable: rep.isConnectable,
-                                                         advertisement: AdvertisingData(), scanResponse: nil,
-                                                         firstSeen: now, lastSeen: now, reports: 0)
-        let before = Self.signature(d)
-        if rep.isScanResponse {
+        if var d = devices[rep.address] {
+            d.lastSeen = now
+            d.reports += 1
+            if rep.rssi != 127 { d.rssi = rep.rssi }
+            // The common case while scanning: the same data again. Nothing to parse.
+            let same = rep.isScanResponse ? d.scanResponseBytes == data : d.advertisementBytes == data
+            if same { devices[rep.address] = d; return }
             // A scan response that repeats the advertisement (seen from some controllers) adds nothing new.
-            d.scanResponse = ad
-        } else {
-            d.advertisement = ad
-            d.connectable = rep.isConnectable
+            let echo = rep.isScanResponse && data == d.advertisementBytes
+            store(&d, rep, data, parsed: echo ? d.advertisement : parse(rep.address, data))
+            devices[rep.address] = d
+            if !echo {
+                pendingChecks.append(rep.address)
+                onDeviceUpdate?(d, false)
+            }
+            return
         }
-        if rep.rssi != 127 { d.rssi = rep.rssi }
-        d.lastSeen = now
-        d.reports += 1
+        var d = DiscoveredDevice(address: rep.address, rssi: rep.rssi, connectable: rep.isConnectable,
+                                 advertisement: AdvertisingData(), scanResponse: nil, firstSeen: now, lastSeen: now, reports: 1)
+        store(&d, rep, data, parsed: parse(rep.address, data))
         devices[rep.address] = d
-        if isNew { order.append(rep.address) }
-        let changed = isNew || before != Self.signature(d)
-        if changed {
-            pendingChecks.append(rep.address)
-            onDeviceUpdate?(d, isNew)
-        }
+        order.append(rep.address)
+        pendingChecks.append(rep.address)
+        onDeviceUpdate?(d, true)
     }
 
-    /// The distinct AD structures a device has shown: a change means something new was learned
-    /// (a scan response that repeats the advertisement, as some controllers send, is not news).
-    static func signature(_ d: DiscoveredDevice) -> Set<[UInt8]> {
-        Set(d.merged.structures.map { [$0.type.rawValue] + $0.data })
+    private func parse(_ a: DeviceAddress, _ data: [UInt8]) -> AdvertisingData {
+        let ad = AdvertisingData(data)
+        if !ad.problems.isEmpty { onMalformedAdvertisement?(a, ad.problems) }
+        return ad
+    }
+
+    private func store(_ d: inout DiscoveredDevice, _ rep: AdvertisingReport, _ data: [UInt8], parsed: AdvertisingData) {
+        if rep.isScanResponse {
+            d.scanResponse = parsed
+            d.scanResponseBytes = data
+        } else {
+            d.advertisement = parsed
+            d.advertisementBytes = data
+            d.connectable = rep.isConnectable
+        }
     }
 
     // MARK: connecting
@@ -198,42 +215,42 @@ public final class Central {
     public func connect(to peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters = ConnectionParameters()) throws -> LEConnection {
         let req = LECreateConnection(peer: peer, ownAddressType: info.ownAddress.type, scanInterval: 0x0010, scanWindow: 0x0010,
                                      filterPolicy: 0, connection: parameters)
-        connecting = peer
         connectResult = nil
-        defer { connecting = nil }
+        pendingConnect = peer
         let deadline = Instant.now().adding(ms: timeoutMs)
         let done: Bool
         do {
             try host.executeExpectingStatus(useExtendedCommands ? req.extendedCommand : req.command)
-            pendingConnect = peer
             done = try host.pump(until: deadline) { connectResult != nil }
         } catch HCIError.interrupted(let sig) {
             // Ctrl-C/SIGTERM while connecting: cancel, and drop a connection that won the race.
             let wasInterruptible = host.interruptible
             host.interruptible = false
             defer { host.interruptible = wasInterruptible }
-            _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: 500)
-            _ = try? host.pump(until: Instant.now().adding(ms: 300)) { connectResult != nil }
-            pendingConnect = nil
-            if let cc = connectResult, cc.status == .success, let c = connections[cc.handle] {
-                try? disconnect(c, timeoutMs: 500)
-            }
+            if let c = try? cancelConnect(timeoutMs: 300) { try? disconnect(c, timeoutMs: 500) }
             throw HCIError.interrupted(signal: sig)
+        } catch HCIError.commandFailed(let op, let status) {
+            pendingConnect = nil // refused: nothing is pending
+            throw HCIError.commandFailed(op, status)
         }
         if !done {
-            // Cancel; the controller answers with LE Connection Complete (Unknown
-            // Connection Identifier), or a connection that won the race.
-            _ = try? host.execute(.leCreateConnectionCancel)
-            _ = try host.pump(until: Instant.now().adding(ms: 500)) { connectResult != nil }
-            pendingConnect = nil
-            if let cc = connectResult, cc.status == .success, let c = connections[cc.handle] {
-                return c
-            }
+            if let c = try cancelConnect(timeoutMs: 500) { return c }
             throw GAPError.connectTimeout(peer, ms: timeoutMs)
         }
         let cc = connectResult!
         guard cc.status == .success, let c = connections[cc.handle] else { throw GAPError.connectFailed(peer, cc.status) }
         return c
+    }
+
+    /// Sends LE Create Connection Cancel and waits up to `timeoutMs` for the
+    /// LE Connection Complete it causes (Unknown Connection Identifier), or for
+    /// a connection that won the race, which it returns.
+    private func cancelConnect(timeoutMs: Int) throws -> LEConnection? {
+        defer { pendingConnect = nil }
+        _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: timeoutMs)
+        _ = try host.pump(until: Instant.now().adding(ms: timeoutMs)) { connectResult != nil }
+        guard let cc = connectResult, cc.status == .success else { return nil }
+        return connections[cc.handle]
     }
 
     /// Sends Disconnect and waits (bounded) for Disconnection Complete.
@@ -243,30 +260,15 @@ public final class Central {
         _ = try host.pump(until: Instant.now().adding(ms: timeoutMs)) { !c.isConnected }
     }
 
-    /// Cancels a pending connection attempt (used on signals).
-    public func cancelPendingConnect() {
-        if connecting != nil { _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: 500) }
-    }
-
-    public var isConnecting: Bool { connecting != nil }
-
     /// A Create Connection the controller accepted and that has not yet
     /// completed or been cancelled (e.g. left behind by a Hardware Error).
     public private(set) var pendingConnect: DeviceAddress?
 
-    /// Cancels a connect left pending, and disconnects one that completed
-    /// meanwhile. Bounded; for clean-up after a failure.
+    /// Cancels a connect left pending. Bounded; for clean-up after a failure
+    /// (a connection that completed meanwhile is in `connections`).
     public func abandonPendingConnect(timeoutMs: Int = 500) {
         guard pendingConnect != nil else { return }
-        _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: timeoutMs)
-        let before = Set(connections.keys)
-        connecting = pendingConnect
-        connectResult = nil
-        _ = try? host.pump(until: Instant.now().adding(ms: timeoutMs)) { connectResult != nil }
-        connecting = nil
-        pendingConnect = nil
-        for (h, c) in connections where !before.contains(h) { try? disconnect(c, timeoutMs: timeoutMs) }
-        if let cc = connectResult, cc.status == .success, let c = connections[cc.handle], c.isConnected { try? disconnect(c, timeoutMs: timeoutMs) }
+        _ = try? cancelConnect(timeoutMs: timeoutMs)
     }
 
     private func handle(_ ev: HCIEvent) {
@@ -278,8 +280,10 @@ public final class Central {
             if cc.status == .success {
                 connections[cc.handle] = LEConnection(cc)
             }
-            pendingConnect = nil
-            if connecting != nil { connectResult = cc }
+            if pendingConnect != nil {
+                connectResult = cc
+                pendingConnect = nil
+            }
         case .leConnectionUpdateComplete(let u):
             if u.status == .success, let c = connections[u.handle] {
                 c.interval = u.interval; c.latency = u.latency; c.supervisionTimeout = u.supervisionTimeout

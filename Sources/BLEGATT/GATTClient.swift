@@ -46,8 +46,8 @@ public final class GATTClient {
                 out.append(Service(uuid: u, start: g.handle, end: g.endGroup))
                 last = max(last, g.endGroup)
             }
+            // Every group was checked to start at or after `start`, so `last + 1` always advances.
             if last == 0xFFFF { break }
-            guard last >= start else { throw GATTError.discoveryStalled(procedure: "primary service discovery", handle: start) }
             start = last + 1
         }
         return out
@@ -108,8 +108,8 @@ public final class GATTClient {
                 last = max(last, c.valueHandle)
             }
             if enough(out) { return out }
+            // Declarations were checked to lie in range and ascend, so `last + 1` always advances.
             if last >= service.end { break }
-            guard last >= start else { throw GATTError.discoveryStalled(procedure: "characteristic discovery", handle: start) }
             start = last + 1
         }
         return out

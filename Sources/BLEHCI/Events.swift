@@ -150,8 +150,8 @@ public struct AdvertisingReport: Hashable, Sendable {
     }
 
     public static func legacyTypeName(_ t: UInt8) -> String {
-        ["ADV_IND", "ADV_DIRECT_IND", "ADV_SCAN_IND", "ADV_NONCONN_IND", "SCAN_RSP"].indices.contains(Int(t))
-            ? ["ADV_IND", "ADV_DIRECT_IND", "ADV_SCAN_IND", "ADV_NONCONN_IND", "SCAN_RSP"][Int(t)] : "reserved 0x\(Hex.int(t, width: 2))"
+        let names = ["ADV_IND", "ADV_DIRECT_IND", "ADV_SCAN_IND", "ADV_NONCONN_IND", "SCAN_RSP"]
+        return Int(t) < names.count ? names[Int(t)] : "reserved 0x\(Hex.int(t, width: 2))"
     }
 }
 

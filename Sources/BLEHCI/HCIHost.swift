@@ -182,8 +182,10 @@ public final class HCIHost {
     // MARK: the loop
 
     private func emit(_ packet: HCIPacket) throws {
-        let now = Instant.now()
-        for o in observers { o.observe(packet, direction: .sent, at: now) }
+        if !observers.isEmpty {
+            let now = Instant.now()
+            for o in observers { o.observe(packet, direction: .sent, at: now) }
+        }
         do {
             try transport.send(packet)
         } catch let e as TransportError {
@@ -251,8 +253,10 @@ public final class HCIHost {
     /// Entry point for one packet from the controller (public for tests that
     /// inject packets directly).
     public func handle(_ packet: HCIPacket) {
-        let now = Instant.now()
-        for o in observers { o.observe(packet, direction: .received, at: now) }
+        if !observers.isEmpty {
+            let now = Instant.now()
+            for o in observers { o.observe(packet, direction: .received, at: now) }
+        }
         switch packet.type {
         case .event:
             let ev: HCIEvent

@@ -146,13 +146,7 @@ public final class BtsnoopWriter: PacketObserver {
     }
 
     private func writeAll(_ b: [UInt8]) {
-        var off = 0
-        while off < b.count {
-            let n = b.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            off += n
-        }
+        if fd >= 0 { FileDescriptor.writeAll(fd, b) }
     }
 
     public func close() {

@@ -52,16 +52,13 @@ public final class StreamTransport: HCITransport {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let deadline = Instant.now().adding(ms: timeoutMs)
         while true {
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            let wait = Instant.now().msUntil(deadline)
-            let r = poll(&fds, wakeFD >= 0 ? 2 : 1, Int32(clamping: wait))
-            if r < 0 {
-                if errno == EINTR { return .woken }
-                throw TransportError.io(name, operation: "poll", errno: errno)
-            }
-            if wakeFD >= 0 && fds[1].revents != 0 { return .woken }
-            if fds[0].revents != 0 {
+            let readiness: FileDescriptor.Readiness
+            do { readiness = try FileDescriptor.wait(fd, wakeFD: wakeFD, until: deadline) }
+            catch { throw TransportError.io(name, operation: "poll", errno: error.code) }
+            switch readiness {
+            case .woken: return .woken
+            case .timeout: return .timeout
+            case .readable:
                 let n = readBuffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
                 if n == 0 { throw TransportError.closedByPeer(name) }
                 if n < 0 {
@@ -78,7 +75,6 @@ public final class StreamTransport: HCITransport {
                 }
                 if let p = popReady() { return .packet(p) }
             }
-            if Instant.now() >= deadline { return .timeout }
         }
     }
 

@@ -188,15 +188,13 @@ public final class UserChannelTransport: HCITransport {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let deadline = Instant.now().adding(ms: timeoutMs)
         while true {
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            let r = poll(&fds, wakeFD >= 0 ? 2 : 1, Int32(clamping: Instant.now().msUntil(deadline)))
-            if r < 0 {
-                if errno == EINTR { return .woken }
-                throw TransportError.io(name, operation: "poll", errno: errno)
-            }
-            if wakeFD >= 0 && fds[1].revents != 0 { return .woken }
-            if fds[0].revents != 0 {
+            let ready: FileDescriptor.Readiness
+            do { ready = try FileDescriptor.wait(fd, wakeFD: wakeFD, until: deadline) }
+            catch { throw TransportError.io(name, operation: "poll", errno: error.code) }
+            switch ready {
+            case .woken: return .woken
+            case .timeout: return .timeout
+            case .readable:
                 let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
                 if n < 0 {
                     let e = errno
@@ -205,11 +203,8 @@ public final class UserChannelTransport: HCITransport {
                     throw TransportError.io(name, operation: "read", errno: e)
                 }
                 if n == 0 { throw TransportError.closedByPeer(name) }
-                if n >= 1 {
-                    return .packet(HCIPacket(HCIPacketType(rawValue: buffer[0]), Array(buffer[1..<n])))
-                }
+                return .packet(HCIPacket(HCIPacketType(rawValue: buffer[0]), Array(buffer[1..<n])))
             }
-            if Instant.now() >= deadline { return .timeout }
         }
     }
 
@@ -221,7 +216,6 @@ public final class UserChannelTransport: HCITransport {
         fd = -1
         guard restoreUp, let e = Self.bringUp(index), e != ENODEV else { return }
         // Not silent: the adapter is left down, which other programs notice.
-        let text = Array("attled: warning: could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'\n".utf8)
-        _ = text.withUnsafeBytes { Glibc.write(2, $0.baseAddress!, $0.count) }
+        FileDescriptor.writeAll(2, Array("attled: warning: could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'\n".utf8))
     }
 }

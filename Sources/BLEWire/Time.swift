@@ -17,7 +17,6 @@ public struct Instant: Comparable, Hashable, Sendable {
     public static func < (a: Instant, b: Instant) -> Bool { a.ns < b.ns }
 
     public func adding(ms: Int) -> Instant { Instant(ns: ns &+ UInt64(max(0, ms)) * 1_000_000) }
-    public func adding(ns d: UInt64) -> Instant { Instant(ns: ns &+ d) }
 
     /// Milliseconds from `self` until `later` (0 if already past).
     public func msUntil(_ later: Instant) -> Int {

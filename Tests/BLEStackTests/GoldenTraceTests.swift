@@ -5,9 +5,6 @@ import Testing
 @testable import BLEGAP
 @testable import BLEATT
 @testable import BLETrace
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The decoder's output for recorded captures, byte for byte (Tests/BLEStackTests/Golden).
 @Suite("Golden decodes")
@@ -18,17 +15,7 @@ struct GoldenTraceTests {
     }()
 
     static func read(_ name: String) throws -> [UInt8] {
-        let fd = open(dir + name, O_RDONLY)
-        try #require(fd >= 0, "cannot open \(dir + name)")
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if n <= 0 { break }
-            out += buf[0..<n]
-        }
-        return out
+        try #require(FileDescriptor.readFile(dir + name, limit: 1 << 24), "cannot open \(dir + name)")
     }
 
     /// The same loop as `attled decode`.

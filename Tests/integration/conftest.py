@@ -53,7 +53,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -64,9 +63,11 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tools"))
+from worldproc import VWORLD, WorldProcess  # noqa: E402,F401  (Tools/ is not a package; VWORLD for the tests)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS = REPO_ROOT / "Tools"
-VWORLD = TOOLS / "vworld.py"
 BUMBLE_CENTRAL = TOOLS / "bumble_central.py"
 PYTHON = sys.executable  # the interpreter running pytest (the venv with bumble)
 ATTLED = Path(os.environ.get("ATTLED_BIN") or (REPO_ROOT / ".build" / "debug" / "attled"))
@@ -100,66 +101,21 @@ def _as_predicate(pred: Pred) -> Callable[[dict], bool]:
     return pred
 
 
-class World:
-    """A running Tools/vworld.py process and the events it has printed."""
+class World(WorldProcess):
+    """A running Tools/vworld.py process and the events it has printed, with
+    waits that fail the test (with the recent events and vworld's stderr)."""
 
     def __init__(self, args: list[str], workdir: Path, ready_timeout: float = READY_TIMEOUT):
-        self.args = args
+        super().__init__(args, lifetime=WORLD_LIFETIME, capture_stderr=True)
         self.workdir = workdir
-        self.events: list[dict] = []
         self.ready: dict = {}
-        self._stderr: list[str] = []
-        self._cond = threading.Condition()
-        self._eof = False
-        self.proc = subprocess.Popen(
-            [PYTHON, str(VWORLD), *args, "--exit-on-stdin-eof", "--lifetime", str(WORLD_LIFETIME)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            cwd=str(REPO_ROOT),
-        )
-        self._threads = [
-            threading.Thread(target=self._read_stdout, daemon=True),
-            threading.Thread(target=self._read_stderr, daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
         try:
             self.ready = self.wait_event({"event": "ready"}, timeout=ready_timeout)
         except AssertionError:
             self.stop()
             raise
 
-    # -- background readers ---------------------------------------------------------
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                event = {"event": "_raw", "line": line}
-            with self._cond:
-                self.events.append(event)
-                self._cond.notify_all()
-        with self._cond:
-            self._eof = True
-            self._cond.notify_all()
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._stderr.append(line)
-
     # -- queries ------------------------------------------------------------------------
-    @property
-    def stderr(self) -> str:
-        return "".join(self._stderr)
-
     @property
     def devices(self) -> list[dict]:
         return self.ready.get("devices", [])
@@ -190,30 +146,21 @@ class World:
         with self._cond:
             return [e for e in self.events[since:] if test(e)]
 
+    def _failure(self, what: str, timeout: float) -> AssertionError:
+        why = "vworld exited" if self.exited else f"timeout after {timeout} s"
+        return AssertionError(f"{what} ({why}).\nLast events:\n{self.format_events(-20)}"
+                              f"\nvworld stderr (tail):\n{self.stderr[-3000:]}")
+
     def wait_event(self, pred: Pred, timeout: float = 10.0, since: int = 0) -> dict:
         """Return the first event from index ``since`` matching ``pred``.
 
         Waits up to ``timeout`` seconds; raises AssertionError on timeout or if
         vworld exits first.
         """
-        test = _as_predicate(pred)
-        deadline = time.monotonic() + timeout
-        index = since
-        with self._cond:
-            while True:
-                while index < len(self.events):
-                    if test(self.events[index]):
-                        return self.events[index]
-                    index += 1
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._eof:
-                    break
-                self._cond.wait(remaining)
-        why = "vworld exited" if self._eof else f"timeout after {timeout} s"
-        raise AssertionError(
-            f"no event matching {pred!r} ({why}).\nLast events:\n{self.format_events(-20)}"
-            f"\nvworld stderr (tail):\n{self.stderr[-3000:]}"
-        )
+        event = self.wait(_as_predicate(pred), timeout, since)
+        if event is None:
+            raise self._failure(f"no event matching {pred!r}", timeout)
+        return event
 
     def wait_events(self, pred: Pred, count: int, timeout: float = 10.0, since: int = 0) -> list[dict]:
         """Wait until ``count`` events (from index ``since``) match ``pred``; return them all."""
@@ -223,40 +170,17 @@ class World:
             while True:
                 found = [e for e in self.events[since:] if test(e)]
                 remaining = deadline - time.monotonic()
-                if len(found) >= count or remaining <= 0 or self._eof:
+                if len(found) >= count or remaining <= 0 or self.exited:
                     break
                 self._cond.wait(remaining)
         if len(found) >= count:
             return found
-        why = "vworld exited" if self._eof else f"timeout after {timeout} s"
-        raise AssertionError(
-            f"only {len(found)} of {count} events matching {pred!r} ({why}).\n"
-            f"Last events:\n{self.format_events(-20)}\nvworld stderr (tail):\n{self.stderr[-3000:]}"
-        )
+        raise self._failure(f"only {len(found)} of {count} events matching {pred!r}", timeout)
 
     def format_events(self, start: int = 0) -> str:
         with self._cond:
             chosen = self.events[start:]
         return "\n".join(json.dumps(e) for e in chosen)
-
-    # -- shutdown ------------------------------------------------------------------------
-    def stop(self, timeout: float = 5.0) -> int | None:
-        """Terminate vworld (SIGTERM, then SIGKILL after ``timeout``); return its exit code."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        for thread in self._threads:
-            thread.join(2)
-        return self.proc.returncode
 
 
 def _host_spec(kind: str, index: int, workdir: Path) -> str:

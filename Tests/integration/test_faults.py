@@ -10,9 +10,8 @@ faulty controller is vworld's host controller (``--host-fault``, and
 Every synchronisation is on an event (the peer's "fault" event, attled's
 stderr); no sleeps.
 
-Tests marked ``attled_bug`` assert the correct behaviour that attled does not
-show yet; they are strict xfails, so they fail loudly (XPASS) once attled is
-fixed and the marker must go.
+Tests headed "Regression:" found a bug in attled when they were written; it
+is fixed, and they keep it fixed.
 """
 
 from __future__ import annotations
@@ -34,15 +33,6 @@ POWER_OFF = 0x15  # Remote Device Terminated Connection due to Power Off
 # A run that scans (about one advertising interval), connects (one more) and
 # cleans up takes ~0.2 s here; this margin covers a loaded machine.
 MARGIN_S = 3.0
-
-
-def attled_bug(reason: str):
-    """Marks a test written for a bug the fault tests found in attled (now fixed):
-    the test asserts the correct behaviour and runs normally."""
-    def mark(f):
-        f.__doc__ = (f.__doc__ or "") + "\nRegression: " + reason
-        return f
-    return mark
 
 
 def job(w, *extra: str, rgb: str = "red") -> list[str]:
@@ -176,8 +166,9 @@ def test_oversized_response_is_survived(world):
     assert took < MARGIN_S, took
 
 
-@attled_bug("a response longer than the negotiated ATT_MTU (65 bytes at MTU 23) is accepted as if valid; "
-            "it should be a protocol error naming the request and the MTU (exit 6)")
+# Regression: a bug these tests found in attled, now fixed: a response longer than the negotiated
+# ATT_MTU (65 bytes at MTU 23) is accepted as if valid; it should be a protocol error naming the
+# request and the MTU (exit 6)
 def test_oversized_response_is_a_protocol_error(world):
     w = world(devices=["CassarTech:pycom:mtu=23,fault_oversize=read_by_type"])
     r, _ = timed(job(w))
@@ -329,9 +320,9 @@ def test_hardware_error_while_connecting(world):
     assert took < MARGIN_S, took
 
 
-@attled_bug("after a Hardware Error attled closes the transport at once: no HCI_Reset, no LE Create "
-            "Connection Cancel, so the pending connection completes after attled has gone and the "
-            "peer stays connected to nobody")
+# Regression: a bug these tests found in attled, now fixed: after a Hardware Error attled closes
+# the transport at once: no HCI_Reset, no LE Create Connection Cancel, so the pending connection
+# completes after attled has gone and the peer stays connected to nobody
 def test_hardware_error_while_connecting_leaves_no_pending_connection(world):
     w = world(devices=["CassarTech:pycom"], extra_args=["--host-fault", "hw_error=0x200d:0x33", "--spec-controller"])
     r, _ = timed(job(w, "--trace"))
@@ -354,8 +345,9 @@ def test_disconnect_fails_in_cleanup(world, fault, took_max):
     assert took < took_max, took
 
 
-@attled_bug("when the clean-up's HCI Disconnect is refused or never answered, attled says nothing and "
-            "exits 0: the link it leaves up is not reported")
+# Regression: a bug these tests found in attled, now fixed: when the clean-up's HCI Disconnect is
+# refused or never answered, attled says nothing and exits 0: the link it leaves up is not
+# reported
 @pytest.mark.parametrize("fault", ["swallow=0x0406", "reject=0x0406:0x0c"])
 def test_disconnect_failure_in_cleanup_is_reported(world, fault):
     w = world(devices=["CassarTech:pycom"], extra_args=["--host-fault", fault])
@@ -392,8 +384,9 @@ def test_hardware_error_mid_run(world):
     assert took < MARGIN_S, took  # well before the 10 s ATT deadline
 
 
-@attled_bug("after a Hardware Error attled closes the transport without HCI Disconnect or HCI_Reset: "
-            "the link stays up and the peer never sees a disconnect")
+# Regression: a bug these tests found in attled, now fixed: after a Hardware Error attled closes
+# the transport without HCI Disconnect or HCI_Reset: the link stays up and the peer never sees a
+# disconnect
 def test_hardware_error_mid_run_tears_the_link_down(world):
     # --spec-controller: an HCI_Reset would drop the link too (peer sees 0x08).
     w, a = start_blocked_in_discovery(world, extra_args=["--spec-controller"])

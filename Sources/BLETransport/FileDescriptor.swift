@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+
+/// The descriptor loops every part of attled needs: waiting for input with a
+/// wake descriptor, writing everything, reading everything. One place turns
+/// EINTR and short transfers into the right thing.
+public enum FileDescriptor {
+    /// What a bounded wait on a descriptor found.
+    public enum Readiness { case readable, woken, timeout }
+
+    /// Waits until `fd` is readable, `wakeFD` (when not -1) is readable, or
+    /// `deadline` passes. A signal interrupting poll counts as woken.
+    public static func wait(_ fd: Int32, wakeFD: Int32, until deadline: Instant) throws(Errno) -> Readiness {
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        let r = poll(&fds, wakeFD >= 0 ? 2 : 1, Int32(clamping: Instant.now().msUntil(deadline)))
+        if r < 0 {
+            if errno == EINTR { return .woken }
+            throw Errno(errno)
+        }
+        if wakeFD >= 0 && fds[1].revents != 0 { return .woken }
+        if fds[0].revents != 0 { return .readable }
+        return .timeout
+    }
+
+    /// Writes all of `bytes` (retrying EINTR and short writes); false when the descriptor fails.
+    @discardableResult
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            off += n
+        }
+        return true
+    }
+
+    /// Reads until end of file or `limit` bytes.
+    public static func readAll(_ fd: Int32, limit: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while out.count < limit {
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            out += buf[0..<n]
+        }
+        return out
+    }
+
+    /// The whole content of a file, nil if it cannot be opened.
+    public static func readFile(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return readAll(fd, limit: limit)
+    }
+}
+
+/// An errno value as a typed error.
+public struct Errno: Error, Equatable, Sendable {
+    public var code: Int32
+    public init(_ code: Int32) { self.code = code }
+}
