@@ -10,7 +10,10 @@ let package = Package(
     name: "attled",
     products: [
         .executable(name: "attled", targets: ["attled"]),
-        .library(name: "BLEGATT", targets: ["BLEGATT"]),
+        // The whole stack for other Swift programs: `import Attled` brings the facade
+        // (BLEStack, Link) and re-exports every layer; BLETrace decodes packets.
+        .library(name: "Attled", targets: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP",
+                                           "BLEATT", "BLEGATT", "LEDProfile", "BLETrace"]),
     ],
     targets: [
         // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
@@ -29,18 +32,20 @@ let package = Package(
         // ATT PDUs and the client bearer.
         .target(name: "BLEATT", dependencies: ["BLEWire", "BLEHCI", "BLEL2CAP"], swiftSettings: strict),
         // GATT client procedures.
-        .target(name: "BLEGATT", dependencies: ["BLEWire", "BLEATT"], swiftSettings: strict),
+        .target(name: "BLEGATT", dependencies: ["BLEWire", "BLEHCI", "BLEATT"], swiftSettings: strict),
         // Packet decoder for --trace, btsnoop capture files.
         .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT"], swiftSettings: strict),
         // The three LED devices and generic RGB descriptions.
-        .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEGATT"], swiftSettings: strict),
+        .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEHCI", "BLEATT", "BLEGATT"], swiftSettings: strict),
+        // The facade: open, scan, connect, a GATT client per link; re-exports the layers.
+        .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "LEDProfile"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.
-        .target(name: "AttledCLI", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile"], swiftSettings: strict),
+        .target(name: "AttledCLI", dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile"], swiftSettings: strict),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
         .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "AttledCLI"],
+                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
     ]

@@ -1,3 +1,4 @@
+import Attled
 import BLEWire
 import BLETransport
 import BLEHCI
@@ -44,9 +45,16 @@ public func classify(_ error: Error) -> RunError {
             if case .closedByPeer = t { return RunError(t.description, .ioError) }
             return classifyTransport(t)
         case .interrupted(let s): return RunError("interrupted", s == 15 ? .sigterm : .sigint)
-        case .commandFailed, .commandTimeout, .hardwareError, .malformed: return RunError(e.description, .controller)
+        case .commandFailed, .commandTimeout, .hardwareError, .malformed, .closed: return RunError(e.description, .controller)
         }
     case let e as GAPError: return RunError(e.description, .connectionFailed)
+    case let e as StackError:
+        switch e { case .notFound: return RunError(e.description, .deviceNotFound) }
+    case let e as LEDOperations.Failure:
+        switch e {
+        case .noLEDService: return RunError(e.description, .notFound)
+        case .emptyValue: return RunError(e.description, .attError)
+        }
     case let e as ATTError:
         switch e {
         case .errorResponse: return RunError(e.description, .attError)

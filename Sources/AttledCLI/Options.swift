@@ -12,9 +12,11 @@ public struct Options: Sendable {
 
     public var command: Command = .set
     public var transport: TransportSpec? = nil
-    public var name: String? = nil
+    /// `--name`, repeatable: each is a target.
+    public var names: [String] = []
     public var service: BluetoothUUID? = nil
-    public var address: DeviceAddress? = nil
+    /// `--address`, repeatable: each is a target.
+    public var addresses: [DeviceAddress] = []
     public var profile: LEDProfile? = nil
     public var red: BluetoothUUID? = nil
     public var green: BluetoothUUID? = nil
@@ -75,6 +77,8 @@ public enum Usage {
       --name NAME            advertised local name (complete, or shortened prefix)
       --service UUID         advertised service UUID
       --address ADDR         connect directly, no scan (ADDR[,public|,random]; default random)
+    --name and --address may be repeated: set, get, send and listen then drive
+    every target at once over concurrent links (one scan serves them all).
 
     Device profile (detected from the advertised or discovered service):
       --profile pycom|particle|harness
@@ -148,7 +152,7 @@ extension Options {
             case "--name":
                 let v = try value(flag, inline)
                 guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--name must be 1 to 248 bytes") }
-                o.name = v
+                o.names.append(v)
             case "--service": o.service = try uuid(flag, try value(flag, inline))
             case "--address", "-a":
                 let v = try value(flag, inline)
@@ -161,7 +165,7 @@ extension Options {
                     switch parts[1] { case "public": t = .public; case "random": t = .random
                     default: throw UsageError("--address: type must be public or random, not '\(parts[1])'") }
                 } else if parts.count > 2 { throw UsageError("--address: too many parts in '\(v)'") }
-                o.address = DeviceAddress(addr, t)
+                o.addresses.append(DeviceAddress(addr, t))
             case "--profile":
                 let v = try value(flag, inline)
                 guard let p = LEDProfile.named(v) else { throw UsageError("--profile: unknown profile '\(v)' (pycom, particle, harness)") }
@@ -238,6 +242,12 @@ extension Options {
             if let f = filter, !["att", "hci", "adv", "l2cap"].contains(f) { throw UsageError("--filter must be att, hci, adv or l2cap") }
         default: break
         }
+        if names.count + addresses.count > 1 && [.gatt, .ui].contains(command) {
+            throw UsageError("\(command.rawValue) takes one target: give one --name or --address")
+        }
+        if Set(names).count != names.count || Set(addresses.map(\.address)).count != addresses.count {
+            throw UsageError("the same target is given twice")
+        }
         if command != .decode && !files.isEmpty { throw UsageError("unexpected argument '\(files[0])'") }
         if rgb != nil && command != .set { throw UsageError("--rgb only applies to set") }
     }
@@ -245,8 +255,15 @@ extension Options {
     /// The profile the options describe explicitly (custom RGB or --profile).
     public var explicitProfile: LEDProfile? {
         if let r = red, let g = green, let b = blue, let s = service {
-            return LEDProfile(name: "custom", service: s, shape: .rgb(red: r, green: g, blue: b))
+            return LEDProfile.custom(service: s, red: r, green: g, blue: b)
         }
         return profile
     }
+
+    /// The first `--name`, if any.
+    public var name: String? { names.first }
+    /// The first `--address`, if any.
+    public var address: DeviceAddress? { addresses.first }
+    /// More than one device to drive.
+    public var isMultiTarget: Bool { names.count + addresses.count > 1 }
 }

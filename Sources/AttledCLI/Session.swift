@@ -1,35 +1,31 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import BLEWire
-import BLETransport
-import BLEHCI
-import BLEGAP
-import BLEL2CAP
-import BLEATT
-import BLEGATT
+import Attled
 import BLETrace
-import LEDProfile
 
-/// One run of attled: opens the transport, initialises the controller, runs
-/// the job with a deadline per phase, and on every exit path stops
-/// scanning, disconnects (reason 0x13) and closes the transport.
+/// One run of attled: opens the transport and initialises the controller
+/// (through the library's `BLEStack`), runs the command with a deadline per
+/// phase, and on every exit path stops scanning, cancels connection
+/// attempts, disconnects every link (reason 0x13) and closes the transport.
+/// What a device job does lives in `DeviceJob`; finding and connecting the
+/// targets in `TargetRunner`; the LED characteristics in `LEDResolver`.
 final class Session {
     let opts: Options
     let start = Instant.now()
+    let environment: [String: String]
+    /// The run's own report (open, init, scan for the scan command; errors before any device).
+    let report: Report
     var transport: HCITransport?
-    var host: HCIHost?
-    var info: ControllerInfo?
-    var central: Central?
-    var connection: LEConnection?
-    var bearer: ATTBearer?
+    var stack: BLEStack?
     var tracer: Tracer?
     var snoop: BtsnoopWriter?
-    var phase = "open"
-    var phaseStart = Instant.now()
-    var phases: [(String, UInt64)] = []
-    var result: [(String, JSON)] = []
-    /// listen/scan treat Ctrl-C as the normal way to stop.
+    var cache: GATTCache?
+    /// The device jobs of set/get/send/listen, in target order.
+    var jobs: [DeviceJob] = []
+    /// Links whose timing summary --trace prints at the end.
+    var tracedLinks: [Link] = []
+    /// scan and listen treat Ctrl-C as the normal way to stop.
     var sigintIsSuccess = false
 
     static let defaultTimeoutMs = 20_000
@@ -37,14 +33,10 @@ final class Session {
     static let defaultConnectMs = 5_000
     static let defaultATTMs = 3_000
 
-    let environment: [String: String]
-    var cache: GATTCache?
-    /// Set when a Service Changed indication arrives: cached handles may be stale.
-    var serviceChanged = false
-
     init(_ opts: Options, environment: [String: String] = [:]) {
         self.opts = opts
         self.environment = environment
+        report = Report(prefix: "", quiet: opts.quiet || opts.command == .ui)
         if !opts.noCache { cache = GATTCache(directory: GATTCache.defaultDirectory(environment)) }
     }
 
@@ -52,24 +44,10 @@ final class Session {
 
     func remaining(max ms: Int) -> Int { min(ms, Instant.now().msUntil(deadline)) }
 
-    func progress(_ s: String) {
-        if !opts.quiet && opts.command != .ui { Console.err("attled: " + s) }
-    }
+    func progress(_ s: String) { report.progress(s) }
 
-    func begin(_ p: String) {
-        phase = p
-        phaseStart = Instant.now()
-    }
-
-    /// Ends the current phase; returns its duration as "12.3 ms".
-    @discardableResult
-    func end() -> String {
-        let us = Instant.now().usSince(phaseStart)
-        phases.append((phase, us))
-        return formatMs(us: us) + " ms"
-    }
-
-    func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+    var host: HCIHost? { stack?.host }
+    var central: Central? { stack?.central }
 
     // MARK: run
 
@@ -83,34 +61,53 @@ final class Session {
             try open()
             switch opts.command {
             case .scan: sigintIsSuccess = true; try scanJob()
-            case .set, .get, .send, .listen, .gatt: try deviceJob()
-            case .ui: try uiJob()
+            case .set, .get, .send, .listen: try TargetRunner(self).run()
+            case .gatt: try gattJob()
+            case .ui: try UIApp(session: self).run()
             default: break
             }
         } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SIGINT {
             // Ctrl-C is how scan and listen end.
         } catch {
             var re = classify(error)
+            let phase = jobs.first(where: { !$0.isFinished })?.report.phase ?? report.phase
             if case HCIError.interrupted(let sig) = error {
-                re.message = "interrupted by \(sig == SIGTERM ? "SIGTERM" : "SIGINT") during \(phase)"
+                re.message = "interrupted by \(sig == SIGTERM ? "SIGTERM" : "SIGINT") during \(phase.word)"
             } else if re.code == .linkLost || re.code == .attError {
-                re.message += " (during \(phase))"
+                re.message += " (during \(phase.word))"
             }
             failure = re
         }
+        // Jobs still running when the run ended (a signal, the deadline) share the run's outcome.
+        for j in jobs where !j.isFinished {
+            if let f = failure { j.fail(f) } else if !sigintIsSuccess { j.fail(RunError("the run ended before this device was done", .failure)) }
+        }
         cleanup()
-        if let re = failure, !opts.json { Console.err("attled: error: " + re.message) }
-        // scan and listen print their JSON line by line; the others one result at the end.
-        if opts.json && (failure != nil || (opts.command != .scan && opts.command != .listen)) { emitJSON(error: failure) }
-        return (failure?.code ?? .ok).rawValue
+        let jobFailures = jobs.compactMap(\.failure)
+        let first = failure ?? jobFailures.first
+        if !opts.json {
+            if let re = failure { Console.err("attled: error: " + re.message) }
+            for j in jobs { if let re = j.failure, re.message != failure?.message { Console.err("attled: error: " + j.report.prefix + re.message) } }
+        } else {
+            emitJSON(error: failure)
+        }
+        return (first?.code ?? .ok).rawValue
     }
 
+    /// One JSON object per device (or one for the run when it failed before
+    /// any device, or for gatt). scan and listen print theirs line by line.
     func emitJSON(error: RunError?) {
+        if !jobs.isEmpty {
+            if opts.command == .listen && error == nil && jobs.allSatisfy({ $0.failure == nil }) { return }
+            for j in jobs { Console.out(j.json(command: opts.command, start: start).text) }
+            return
+        }
+        if opts.command == .scan && error == nil { return }
         var obj: [(String, JSON)] = [("ok", .bool(error == nil)), ("command", .string(opts.command.rawValue))]
-        obj += result
-        obj.append(("phases_ms", .object(phases.map { ($0.0, .double(Double($0.1 / 100) / 10)) })))
+        obj += report.fields
+        obj.append(("phases_ms", report.phasesJSON))
         obj.append(("total_ms", .double(Double(Instant.now().usSince(start) / 100) / 10)))
-        if let b = bearer { obj.append(("att_transactions", .int(b.transactions.count))) }
+        if let l = tracedLinks.first { obj.append(("att_transactions", .int(l.bearer.transactions.count))) }
         if let e = error { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int(e.code.rawValue)))) }
         Console.out(JSON.object(obj).text)
     }
@@ -123,7 +120,7 @@ final class Session {
             do { snoop = try BtsnoopWriter(path: path) }
             catch { throw RunError("cannot write capture \(path): \(error)", .failure) }
         }
-        begin("open")
+        report.begin(.open)
         let t = try spec.open()
         transport = t
         // Through sudo: give up root now that the adapter socket is open.
@@ -138,40 +135,37 @@ final class Session {
                 progress("dropped root privileges: now uid \(d.uid) gid \(d.gid)" + (d.restorer != nil ? "; a root helper will bring \(t.name) back up" : ""))
             }
         }
-        let h = HCIHost(transport: t)
-        if let tr = tracer { h.observers.append(tr) }
-        if let s = snoop { h.observers.append(s) }
-        host = h
-        begin("init")
-        let i = try h.initialize()
-        info = i
-        central = Central(host: h, info: i)
-        central?.useExtendedCommands = opts.extendedScan && i.supportsExtendedScanning
+        report.begin(.initialise)
+        let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
+        let s = try BLEStack(transport: t, wake: .signals, observers: observers)
+        stack = s
+        let i = s.info
+        s.central.useExtendedCommands = opts.extendedScan && i.supportsExtendedScanning
         if opts.trace != .off {
             let v = i.version.map { "Bluetooth \(LocalVersion.coreVersionName($0.hciVersion)), manufacturer 0x\(Hex.int($0.manufacturer, width: 4))" } ?? "version unknown"
             progress("controller on \(t.name): \(v), own address \(i.ownAddress), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
         }
-        end()
+        report.end()
     }
 
     /// Stops scanning, cancels/disconnects, closes the transport. Never throws; bounded in time.
-    /// After a Hardware Error the controller is still reachable: the link is
+    /// After a Hardware Error the controller is still reachable: the links are
     /// disconnected and the controller reset, so nothing is left behind.
     func cleanup() {
-        guard let h = host else { transport?.close(); snoop?.close(); return }
+        guard let s = stack, let h = host, let central = central else { transport?.close(); snoop?.close(); return }
         h.interruptible = false
         h.commandTimeoutMs = 1000
         var hardwareError = false
-        if case .hardwareError? = h.fatalError { hardwareError = true }
+        if case .hardwareError? = h.failure { hardwareError = true }
         if h.recoverForCleanup() {
-            if let c = central, c.isScanning {
-                do { try c.stopScan() } catch { Console.err("attled: warning: could not stop scanning: \(error)") }
+            if central.isScanning {
+                do { try central.stopScan() } catch { Console.err("attled: warning: could not stop scanning: \(error)") }
             }
-            central?.abandonPendingConnect()
+            central.abortConnects()
             // Every link this process holds, including one that completed during a failure.
-            for c in central?.connections.values.sorted(by: { $0.handle < $1.handle }) ?? [] where c.isConnected {
+            for c in central.connections.values.sorted(by: { $0.handle < $1.handle }) where c.isConnected {
                 do {
-                    try central?.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
+                    try central.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
                     if c.isConnected {
                         Console.err("attled: warning: no Disconnection Complete for handle 0x\(Hex.int(c.handle, width: 4)) within 1000 ms: the link may still be up")
                     }
@@ -181,22 +175,22 @@ final class Session {
             }
             if hardwareError { _ = try? h.execute(.reset, timeoutMs: 1000) }
         }
-        if opts.trace != .off, let b = bearer { printTiming(b) }
-        transport?.close()
+        if opts.trace != .off { for l in tracedLinks { printTiming(l) } }
+        s.close()
         snoop?.close()
         transport = nil
     }
 
-    func printTiming(_ b: ATTBearer) {
+    func printTiming(_ l: Link) {
+        let b = l.bearer
         guard !b.transactions.isEmpty else { return }
-        var lines = ["ATT transactions: \(b.transactions.count) (+ \(b.commandsSent) without response), MTU \(b.mtu)"]
+        var lines = ["ATT transactions\(tracedLinks.count > 1 ? " on \(l.peer.address)" : ""): \(b.transactions.count) (+ \(b.commandsSent) without response), MTU \(b.mtu)"]
         for t in b.transactions {
             let rsp = t.response.map { $0.name } ?? "no response"
             lines.append("  \(pad(t.request.name, 28)) \(pad(formatMs(us: t.end.usSince(t.start), decimals: 2), 7)) ms  -> \(rsp)")
         }
-        if let c = connection {
-            lines.append("  connection interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms, latency \(c.latency), supervision timeout \(Int(c.supervisionTimeout) * 10) ms")
-        }
+        let c = l.connection
+        lines.append("  connection interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms, latency \(c.latency), supervision timeout \(Int(c.supervisionTimeout) * 10) ms")
         Console.err(lines.joined(separator: "\n"))
     }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Attled
 import BLEWire
 import BLETransport
 import BLEHCI
@@ -16,7 +17,13 @@ import LEDProfile
 /// the latest value wins), reset and disable on disconnect, and the device is
 /// found again by scanning. The harness gets two buttons and its notifications.
 final class UIApp {
-    let s: Session
+    /// What the UI needs, and nothing else of the session.
+    let stack: BLEStack
+    let resolver: LEDResolver
+    let filter: DeviceFilter
+    let passive: Bool
+    let connectTimeoutMs: Int
+    let transportName: String
     let term = Terminal()
     var names = ["Red", "Green", "Blue"]
     var desired = [0, 0, 0]
@@ -24,11 +31,14 @@ final class UIApp {
     var enabled = false
     var selected = 0
     var typed = ""
-    var state = "starting"
+    /// What the UI is doing.
+    enum State: String { case starting, scanning, connecting, discovering, connected }
+    var state = State.starting
     var status = ""
     var deviceLine = "-"
     var profileName = "-"
     var led: ResolvedLED?
+    var link: Link?
     var quit = false
     var writes = 0
     // harness
@@ -38,7 +48,22 @@ final class UIApp {
     var notifications: [String] = []
     static let holdMs = 400
 
-    init(_ s: Session) { self.s = s }
+    init(stack: BLEStack, resolver: LEDResolver, filter: DeviceFilter, passive: Bool, connectTimeoutMs: Int) {
+        self.stack = stack
+        self.resolver = resolver
+        self.filter = filter
+        self.passive = passive
+        self.connectTimeoutMs = connectTimeoutMs
+        self.transportName = stack.transport.name
+    }
+
+    /// The UI for a session's options and stack.
+    convenience init(session s: Session) throws {
+        guard let stack = s.stack else { throw RunError("no controller", .failure) }
+        self.init(stack: stack, resolver: LEDResolver(cache: s.cache, explicitProfile: s.opts.explicitProfile, trustCache: s.opts.trustCache),
+                  filter: Target.from(s.opts)[0].filter, passive: s.opts.passive,
+                  connectTimeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs)
+    }
 
     var isHarness: Bool { led.map { !$0.profile.isRGB } ?? false }
 
@@ -48,18 +73,17 @@ final class UIApp {
         }
         defer { term.leave() }
         SignalWatch.installResize()
-        guard let host = s.host, let central = s.central else { return }
-        host.onWake = { [unowned self] in
+        stack.host.onWake = { [unowned self] in
             if SignalWatch.takeResized() { self.draw() }
         }
         while !quit {
-            try session(host, central)
+            try session()
             if quit { break }
             // Lost the device: disable, reset, scan again.
             enabled = false
             desired = [0, 0, 0]; onDevice = [nil, nil, nil]
             pressed = [false, false]; commandQueue.removeAll()
-            s.connection = nil; s.bearer = nil; led = nil
+            link = nil; led = nil
         }
     }
 
@@ -67,33 +91,35 @@ final class UIApp {
     var inputPending: Bool { !term.input.isEmpty || term.input.eof.load(ordering: .relaxed) }
 
     /// One scan-connect-use cycle; returns when the link is lost or on quit.
-    func session(_ host: HCIHost, _ central: Central) throws {
-        state = "scanning"
+    func session() throws {
+        let central = stack.central
+        state = .scanning
         draw()
-        try central.startScan(active: !s.opts.passive)
+        try central.startScan(active: !passive)
         let found = try central.waitForDevice(until: .distantFuture, orStop: {
             if inputPending { handleInput(); draw() }
             return quit
-        }, where: { s.matches($0) })
+        }, where: { filter.matches($0) })
         try central.stopScan()
         guard let d = found, !quit else { return }
         deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
-        state = "connecting"
+        state = .connecting
         draw()
-        let conn: LEConnection
+        let l: Link
         do {
-            conn = try central.connect(to: d.address, timeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs)
+            l = try stack.connect(to: d.address, timeoutMs: connectTimeoutMs)
         } catch let e as GAPError {
             status = e.description
             return
         }
-        s.connection = conn
-        let gatt = s.attach(conn)
+        link = l
+        let gatt = l.gatt
         let b = gatt.bearer
-        state = "discovering"
+        state = .discovering
         draw()
+        let quietReport = Report(prefix: "", quiet: true)
         do {
-            let r = try s.cachedLED(gatt, d.address, d.serviceUUIDs) ?? s.discover(gatt, d.address, d.serviceUUIDs, d.name)
+            let (r, _) = try stack.host.wait(resolver.start(gatt, peer: d.address, advertised: d.serviceUUIDs, deviceName: d.name ?? d.address.description, report: quietReport))
             led = r
             profileName = r.profile.name
             if let chars = r.rgb {
@@ -103,43 +129,52 @@ final class UIApp {
                 status = "read \(desired[0]),\(desired[1]),\(desired[2]) from the device"
             } else {
                 names = ["Button 1", "Button 2", ""]
-                b.onNotification = { [unowned self] hv in
+                b.onNotification = { [unowned self] (hv: HandleValue) in
                     self.notifications.append(Hex.string(hv.value))
                     if self.notifications.count > 12 { self.notifications.removeFirst() }
                     self.draw()
                 }
-                if let n = r.notifier { try gatt.subscribe(n, indications: !n.properties.contains(.notify)) }
+                if let n = r.notifier { try gatt.subscribe(n, indications: !n.properties.contains(CharacteristicProperties.notify)) }
                 status = "subscribed to notifications"
             }
             enabled = true
-            state = "connected"
+            state = .connected
             draw()
-            try loop(host, gatt, conn)
+            try loop(l)
         } catch let e as ATTError {
             if case .disconnected = e {} else { status = e.description }
         } catch let e as GATTError {
             status = e.description
-            if conn.isConnected { try? central.disconnect(conn) }
+            if l.isConnected { try? l.disconnect() }
+            quit = true
+            throw RunError(e.description, .notFound)
+        } catch let e as LEDOperations.Failure {
+            status = e.description
+            if l.isConnected { try? l.disconnect() }
             quit = true
             throw RunError(e.description, .notFound)
         }
-        if conn.isConnected && quit {
-            try? central.disconnect(conn)
-        } else if !conn.isConnected {
-            status = "disconnected (\(conn.disconnectReason?.description ?? "link lost")); scanning again"
+        if l.isConnected {
+            // Quitting, or the link is unusable (an ATT timeout closes the bearer):
+            // disconnect before scanning again, never leave it behind.
+            try? l.disconnect()
+        }
+        if !quit {
+            status = "disconnected (\(l.connection.disconnectReason?.description ?? "link lost")); scanning again"
         }
     }
 
     /// The connected loop: keys, coalesced writes, harness releases.
-    func loop(_ host: HCIHost, _ gatt: GATTClient, _ conn: LEConnection) throws {
+    func loop(_ l: Link) throws {
+        let conn = l.connection
         while !quit && conn.isConnected {
             var until = Instant.distantFuture
             for i in 0..<2 { if pressed[i], let t = lastKey[i] { until = min(until, t.adding(ms: Self.holdMs)) } }
-            _ = try host.pump(until: until) { inputPending || !conn.isConnected || needsWrite }
+            _ = try stack.host.pump(until: until) { inputPending || !conn.isConnected || needsWrite }
             if inputPending { handleInput() }
             releaseHeldButtons()
             draw()
-            try flushWrites(host, gatt, conn)
+            try flushWrites(l)
         }
     }
 
@@ -150,14 +185,16 @@ final class UIApp {
     }
 
     /// Writes what changed: one write per characteristic at a time, the latest value.
-    func flushWrites(_ host: HCIHost, _ gatt: GATTClient, _ conn: LEConnection) throws {
+    func flushWrites(_ l: Link) throws {
         guard let led = led, enabled else { return }
+        let conn = l.connection
+        let host = stack.host
         if let chars = led.rgb {
             for i in 0..<3 where onDevice[i] != desired[i] && conn.isConnected {
                 let v = desired[i]
-                let withResponse = try s.write(gatt, chars[i], [UInt8(v)])
+                let withResponse = try host.wait(LEDOperations.startWrite(l.gatt, chars[i], [UInt8(v)]))
                 if !withResponse {
-                    _ = try host.pump(until: Instant.now().adding(ms: 2000)) { host.unacknowledgedACL(handle: conn.handle) == 0 || !conn.isConnected }
+                    _ = try host.wait(host.startDrain(handle: conn.handle), until: Instant.now().adding(ms: 2000))
                 }
                 onDevice[i] = v
                 writes += 1
@@ -167,7 +204,7 @@ final class UIApp {
         } else if let c = led.command {
             while !commandQueue.isEmpty && conn.isConnected {
                 let cmd = commandQueue.removeFirst()
-                _ = try s.write(gatt, c, cmd)
+                _ = try host.wait(LEDOperations.startWrite(l.gatt, c, cmd))
                 writes += 1
                 status = "sent \(Hex.string(cmd))"
             }
@@ -245,10 +282,10 @@ final class UIApp {
         let (cols, rows) = term.size()
         let width = max(8, min(64, cols - 28))
         var lines: [String] = []
-        lines.append("\u{1b}[1m attled ui\u{1b}[0m  \(s.transport?.name ?? "")")
+        lines.append("\u{1b}[1m attled ui\u{1b}[0m  \(transportName)")
         lines.append(" Device  \(deviceLine)")
-        var st = " State   \(state)"
-        if let c = s.connection, c.isConnected { st += ", interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms" }
+        var st = " State   \(state.rawValue)"
+        if let c = link?.connection, c.isConnected { st += ", interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms" }
         st += ", profile \(profileName)"
         lines.append(st)
         lines.append("")
@@ -291,9 +328,3 @@ final class UIApp {
     }
 }
 
-extension Session {
-    func uiJob() throws {
-        let app = UIApp(self)
-        try app.run()
-    }
-}

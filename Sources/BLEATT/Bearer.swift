@@ -40,27 +40,40 @@ public enum ATTError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The client side of one ATT bearer (Core Vol 3 Part F 3.3): one outstanding
-/// request at a time with a deadline, Error Response mapped to `ATTError`,
-/// MTU exchange, the peer's own requests answered (its Exchange MTU Request
-/// with our MTU; anything else with Request Not Supported, as attled has no
-/// GATT server), notifications delivered, indications delivered and
-/// confirmed, and the pending request failed exactly once on disconnect.
+/// The client side of one ATT bearer (Core Vol 3 Part F 3.3): one
+/// outstanding request at a time (the rest wait in a queue, in order), a
+/// deadline per transaction, Error Response mapped to `ATTError`, MTU
+/// exchange, the peer's own requests answered (its Exchange MTU Request with
+/// our MTU; anything else with Request Not Supported, as attled has no GATT
+/// server), notifications delivered, indications delivered and confirmed.
+///
+/// Lifecycle: `open` until the link goes down, the host fails, `close()` is
+/// called, or a transaction times out (3.3.3: no further requests on the
+/// bearer). Then the outstanding request and every queued one fail, each
+/// exactly once, and later requests fail at once.
 public final class ATTBearer {
+    /// The L2CAP link this bearer runs on (CID 0x0004).
     public let link: L2CAPLink
+    /// The HCI layer below.
     public var host: HCIHost { link.host }
     /// The MTU attled offers (and answers a peer's request with).
     public var preferredMTU: UInt16 = 517
     /// Effective ATT_MTU (23 until an exchange).
     public private(set) var mtu: Int = 23
+    /// True once an MTU exchange happened (either side asked).
     public private(set) var mtuExchanged = false
     /// Default deadline per transaction; the specification's 30 s is far too long for a CLI.
     public var transactionTimeoutMs = 5000
 
+    /// Handle Value Notifications.
     public var onNotification: ((HandleValue) -> Void)?
+    /// Handle Value Indications (already confirmed).
     public var onIndication: ((HandleValue) -> Void)?
     /// PDUs that arrived with no request waiting for them, or failed to decode.
     public var onUnexpected: ((String) -> Void)?
+    /// Called once when a transaction times out: the bearer is now unusable
+    /// and the owner should disconnect the link (Core Vol 3 Part F 3.3.3).
+    public var onTimeout: ((ATTError) -> Void)?
 
     /// One finished transaction, for the timing summary.
     public struct Transaction: Sendable {
@@ -69,79 +82,172 @@ public final class ATTBearer {
         public var start: Instant
         public var end: Instant
     }
+    /// Every finished transaction, in order.
     public private(set) var transactions: [Transaction] = []
     /// Commands and notifications sent without a response.
     public private(set) var commandsSent = 0
 
-    private var pending: ATTOpcode?
-    private var pendingHandle: UInt16?
-    private var result: Result<ATTPDU, ATTError>?
-    private var closed = false
-    private var disconnectReason: HCIStatus?
+    /// Where the bearer is in its life.
+    public enum State: Equatable, Sendable {
+        /// Requests are sent (one at a time) and answered.
+        case open
+        /// Closed with this error; every request fails with it.
+        case closed(ATTError)
+    }
+    /// Where the bearer is in its life.
+    public private(set) var state = State.open
 
+    struct Request {
+        var pdu: ATTPDU
+        var bytes: [UInt8]
+        var timeoutMs: Int
+        var future: Future<ATTPDU>
+    }
+    struct Outstanding {
+        var request: Request
+        var opcode: ATTOpcode
+        var handle: UInt16?
+        var start: Instant
+        var timer: HostToken
+    }
+    private var queue: [Request] = []
+    private var outstanding: Outstanding?
+    private var tokens: [HostToken] = []
+
+    /// The request waiting for its response, if any.
+    public var pendingRequest: ATTOpcode? { outstanding?.opcode }
+    /// Requests waiting behind the outstanding one.
+    public var queuedRequests: Int { queue.count }
+
+    /// - Parameter link: the L2CAP link; the bearer takes its ATT channel.
     public init(link: L2CAPLink) {
         self.link = link
-        link.register(cid: CID.att) { [unowned self] in self.receive($0) }
-        link.host.onEvent { [weak self] ev in
+        link.register(cid: CID.att) { [weak self] in self?.receive($0) }
+        tokens.append(link.host.onEvent { [weak self] ev in
             if case let .disconnectionComplete(d) = ev, let self, d.handle == self.link.handle, d.status == .success {
-                self.disconnectReason = d.reason
-                if self.pending != nil, self.result == nil { self.result = .failure(.disconnected(reason: d.reason)) }
+                self.close(.disconnected(reason: d.reason))
             }
-        }
+        })
+        tokens.append(link.host.onClose { [weak self] _ in self?.close(.disconnected(reason: nil)) })
     }
 
-    /// Sends a request and waits for its response. An Error Response throws
-    /// `ATTError.errorResponse`.
-    public func request(_ pdu: ATTPDU, timeoutMs: Int? = nil) throws -> ATTPDU {
-        let op = pdu.opcode
-        if closed { throw ATTError.bearerClosed }
-        guard link.isOpen else { throw ATTError.disconnected(reason: disconnectReason) }
+    /// Closes the bearer: the outstanding and queued requests fail with
+    /// `error`, as does every later one. Idempotent (the first error stays).
+    public func close(_ error: ATTError = .bearerClosed) {
+        guard state == .open else { return }
+        state = .closed(error)
+        host.cancel(tokens)
+        tokens.removeAll()
+        let out = outstanding
+        outstanding = nil
+        let q = queue
+        queue.removeAll()
+        if let o = out {
+            host.cancel(o.timer)
+            transactions.append(Transaction(request: o.opcode, response: nil, start: o.start, end: Instant.now()))
+            o.request.future.fail(error)
+        }
+        for r in q { r.future.fail(error) }
+    }
+
+    private var closedError: ATTError? {
+        if case let .closed(e) = state { return e }
+        if !link.isOpen { return .disconnected(reason: nil) }
+        return nil
+    }
+
+    /// Queues a request; it is sent when the ones before it are answered.
+    /// - Returns: a future of the response. An Error Response fails it with
+    ///   `ATTError.errorResponse`; so do a timeout, a disconnection, a PDU
+    ///   over ATT_MTU and a response of the wrong kind, each with its own case.
+    public func submit(_ pdu: ATTPDU, timeoutMs: Int? = nil) -> Future<ATTPDU> {
+        let f = Future<ATTPDU>()
+        if let e = closedError { f.fail(e); return f }
         let bytes = pdu.encoded
-        guard bytes.count <= mtu else { throw ATTError.tooLong(request: op, size: bytes.count, mtu: mtu) }
-        precondition(pending == nil, "ATT allows one outstanding request per bearer")
-        pending = op
-        pendingHandle = Self.handle(of: pdu)
-        result = nil
-        defer { pending = nil; pendingHandle = nil; result = nil }
-        let start = Instant.now()
-        let ms = timeoutMs ?? transactionTimeoutMs
-        link.send(cid: CID.att, bytes)
-        let done = try host.pump(until: start.adding(ms: ms)) { result != nil }
-        guard done, let res = result else {
-            closed = true
-            throw ATTError.timeout(request: op, handle: pendingHandle, ms: ms)
-        }
-        let end = Instant.now()
-        switch res {
+        guard bytes.count <= mtu else { f.fail(ATTError.tooLong(request: pdu.opcode, size: bytes.count, mtu: mtu)); return f }
+        queue.append(Request(pdu: pdu, bytes: bytes, timeoutMs: timeoutMs ?? transactionTimeoutMs, future: f))
+        sendNext()
+        return f
+    }
+
+    /// Sends a request and waits for its response (pumping the loop, so
+    /// other links make progress meanwhile).
+    /// - Returns: the response.
+    /// - Throws: `ATTError` (Error Response, timeout, disconnected, ...), or
+    ///   the host's `HCIError`.
+    public func request(_ pdu: ATTPDU, timeoutMs: Int? = nil) throws -> ATTPDU {
+        try host.wait(submit(pdu, timeoutMs: timeoutMs))
+    }
+
+    private var timingOut = false
+
+    private func sendNext() {
+        guard outstanding == nil, state == .open, !timingOut, !queue.isEmpty else { return }
+        let r = queue.removeFirst()
+        // The MTU may have shrunk? It only grows; still, re-check what was queued at 23.
+        let op = r.pdu.opcode
+        let timer = host.schedule(afterMs: r.timeoutMs) { [weak self] in self?.timedOut() }
+        outstanding = Outstanding(request: r, opcode: op, handle: Self.handle(of: r.pdu), start: Instant.now(), timer: timer)
+        link.send(cid: CID.att, r.bytes)
+    }
+
+    /// The outstanding request fails with `.timeout`; the bearer closes, so
+    /// the queued and later requests fail with `.bearerClosed`.
+    private func timedOut() {
+        guard let o = outstanding else { return }
+        timingOut = true
+        let e = ATTError.timeout(request: o.opcode, handle: o.handle, ms: o.request.timeoutMs)
+        finish(.failure(e))
+        close(.bearerClosed)
+        onTimeout?(e)
+    }
+
+    /// Ends the outstanding transaction with `result` and sends the next request.
+    private func finish(_ result: Result<ATTPDU, ATTError>) {
+        guard let o = outstanding else { return }
+        outstanding = nil
+        host.cancel(o.timer)
+        let response: ATTOpcode? = (try? result.get())?.opcode
+        transactions.append(Transaction(request: o.opcode, response: response, start: o.start, end: Instant.now()))
+        switch result {
         case .success(let rsp):
-            transactions.append(Transaction(request: op, response: rsp.opcode, start: start, end: end))
-            if case let .errorResponse(_, h, code) = rsp { throw ATTError.errorResponse(request: op, handle: h, code: code) }
-            return rsp
+            if case let .errorResponse(_, h, code) = rsp { o.request.future.fail(ATTError.errorResponse(request: o.opcode, handle: h, code: code)) }
+            else { o.request.future.succeed(rsp) }
         case .failure(let e):
-            transactions.append(Transaction(request: op, response: nil, start: start, end: end))
-            throw e
+            o.request.future.fail(e)
         }
+        sendNext()
     }
 
     /// Sends a PDU that has no response (Write Command).
+    /// - Throws: `ATTError` when the bearer is closed or the PDU does not fit ATT_MTU.
     public func send(_ pdu: ATTPDU) throws {
-        if closed { throw ATTError.bearerClosed }
-        guard link.isOpen else { throw ATTError.disconnected(reason: disconnectReason) }
+        if let e = closedError { throw e }
         let bytes = pdu.encoded
         guard bytes.count <= mtu else { throw ATTError.tooLong(request: pdu.opcode, size: bytes.count, mtu: mtu) }
         commandsSent += 1
         link.send(cid: CID.att, bytes)
     }
 
+    /// Exchange MTU (3.4.2.1), queued like any request.
+    /// - Returns: a future of the effective MTU, the smaller of the two.
+    public func startExchangeMTU() -> Future<Int> {
+        submit(.exchangeMTURequest(mtu: preferredMTU)).map { [weak self] rsp in
+            guard case let .exchangeMTUResponse(server) = rsp else {
+                throw ATTError.unexpectedResponse(request: .exchangeMTURequest, received: rsp.opcode)
+            }
+            guard let self else { return 23 }
+            self.applyMTU(server)
+            return self.mtu
+        }
+    }
+
     /// Exchange MTU (3.4.2.1): offers `preferredMTU`; the effective MTU is the smaller of the two.
+    /// - Returns: the effective MTU.
+    /// - Throws: `ATTError`, `HCIError`.
     @discardableResult
     public func exchangeMTU() throws -> Int {
-        let rsp = try request(.exchangeMTURequest(mtu: preferredMTU))
-        guard case let .exchangeMTUResponse(server) = rsp else {
-            throw ATTError.unexpectedResponse(request: .exchangeMTURequest, received: rsp.opcode)
-        }
-        applyMTU(server)
-        return mtu
+        try host.wait(startExchangeMTU())
     }
 
     private func applyMTU(_ peer: UInt16) {
@@ -165,8 +271,8 @@ public final class ATTBearer {
         // respect the MTU we agreed (and our own, for its requests).
         if bytes.count > max(mtu, op.kind == .request ? Int(preferredMTU) : mtu) {
             let why = "\(op.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)"
-            if let p = pending, result == nil, op.kind == .response, op == .errorResponse || p.info?.response == op {
-                result = .failure(.malformedResponse(request: p, reason: why))
+            if let p = outstanding?.opcode, op.kind == .response, op == .errorResponse || p.info?.response == op {
+                finish(.failure(.malformedResponse(request: p, reason: why)))
             } else {
                 onUnexpected?(why + "; dropped")
             }
@@ -177,8 +283,8 @@ public final class ATTBearer {
             pdu = try ATTPDU.decode(bytes)
         } catch {
             let reason = (error as? WireError)?.description ?? "undecodable"
-            if let p = pending, result == nil, op.kind == .response, op == .errorResponse || p.info?.response == op {
-                result = .failure(.malformedResponse(request: p, reason: reason))
+            if let p = outstanding?.opcode, op.kind == .response, op == .errorResponse || p.info?.response == op {
+                finish(.failure(.malformedResponse(request: p, reason: reason)))
             } else if op.kind == .request {
                 link.send(cid: CID.att, ATTPDU.errorResponse(request: op, handle: 0, error: .invalidPDU).encoded)
             } else {
@@ -188,17 +294,17 @@ public final class ATTBearer {
         }
         switch op.kind {
         case .response:
-            guard let p = pending, result == nil else {
+            guard let p = outstanding?.opcode else {
                 onUnexpected?("\(op.name) with no request outstanding; ignored")
                 return
             }
             if case let .errorResponse(req, _, _) = pdu {
-                if req == p { result = .success(pdu) }
+                if req == p { finish(.success(pdu)) }
                 else { onUnexpected?("Error Response for \(req.name), but \(p.name) is outstanding; ignored") }
                 return
             }
-            if p.info?.response == op { result = .success(pdu) }
-            else { result = .failure(.unexpectedResponse(request: p, received: op)) }
+            if p.info?.response == op { finish(.success(pdu)) }
+            else { finish(.failure(.unexpectedResponse(request: p, received: op))) }
         case .notification:
             if case let .handleValueNotification(h, v) = pdu { onNotification?(HandleValue(handle: h, value: v)) }
         case .indication:

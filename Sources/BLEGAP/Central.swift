@@ -34,8 +34,12 @@ public struct DiscoveredDevice: Sendable {
 
 /// Failures of scanning and connecting.
 public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// No connection within the deadline (the attempt was cancelled).
     case connectTimeout(DeviceAddress, ms: Int)
+    /// LE Connection Complete reported a failure.
     case connectFailed(DeviceAddress, HCIStatus)
+    /// The attempt was abandoned (`Central.abortConnects`, or the central closed) before it completed.
+    case connectAborted(DeviceAddress)
 
     public var description: String {
         switch self {
@@ -43,6 +47,8 @@ public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
             return "could not connect to \(a) within \(ms) ms: the device is out of range, not advertising as connectable, or already connected to another central"
         case let .connectFailed(a, st):
             return "connection to \(a) failed: \(st)"
+        case let .connectAborted(a):
+            return "the connection attempt to \(a) was abandoned"
         }
     }
 }
@@ -60,6 +66,8 @@ public final class LEConnection {
     public internal(set) var isConnected = true
     public internal(set) var disconnectReason: HCIStatus?
     public let connectedAt: Instant
+    /// Run once at Disconnection Complete.
+    var whenDisconnected: [() -> Void] = []
 
     init(_ cc: LEConnectionComplete) {
         handle = cc.handle; peer = cc.peer; role = cc.role
@@ -72,14 +80,21 @@ public final class LEConnection {
 }
 
 /// The GAP central role: scanning with host-side de-duplication and
-/// advertisement/scan-response merging, connecting with a deadline and
-/// Create Connection Cancel, disconnecting.
+/// advertisement/scan-response merging; a connection manager that queues
+/// connection requests and runs them one at a time (a controller initiates
+/// one connection at a time), each with a deadline followed by Create
+/// Connection Cancel; disconnecting. Scanning may go on while connecting, so
+/// one scan serves several targets.
 public final class Central {
+    /// The HCI layer this central drives.
     public let host: HCIHost
+    /// What initialisation learnt about the controller.
     public let info: ControllerInfo
     /// Devices heard since the last `startScan`, by address.
     public private(set) var devices: [DeviceAddress: DiscoveredDevice] = [:]
+    /// Addresses in the order they were first heard.
     public private(set) var order: [DeviceAddress] = []
+    /// True between `startScan` and `stopScan`.
     public private(set) var isScanning = false
     /// Use the extended scan/connect commands (Core 5.0+) instead of the legacy ones.
     public var useExtendedCommands = false
@@ -87,48 +102,81 @@ public final class Central {
     public var onDeviceUpdate: ((DiscoveredDevice, _ isNew: Bool) -> Void)?
     /// Advertising reports whose data was malformed (address, problems).
     public var onMalformedAdvertisement: ((DeviceAddress, [String]) -> Void)?
+    /// A connection that completed with no attempt waiting for it (for
+    /// example one that completed after its attempt was cancelled and given
+    /// up). Return true to keep it; by default it is disconnected.
+    public var onUnrequestedConnection: ((LEConnection) -> Bool)?
+    /// Called when a connection ends (after `connections` forgot it).
+    public var onDisconnection: ((LEConnection) -> Void)?
 
     private var fragments: [DeviceAddress: [UInt8]] = [:]
-    private var connectResult: LEConnectionComplete?
+    /// Live connections by handle.
     public private(set) var connections: [UInt16: LEConnection] = [:]
+    private var tokens: [HostToken] = []
 
+    /// - Parameters:
+    ///   - host: an initialised host.
+    ///   - info: what `HCIHost.initialize` returned.
     public init(host: HCIHost, info: ControllerInfo) {
         self.host = host
         self.info = info
-        host.onEvent { [unowned self] ev in self.handle(ev) }
+        tokens.append(host.onEvent { [weak self] ev in self?.handle(ev) })
+        tokens.append(host.onClose { [weak self] e in self?.hostClosed(e) })
+    }
+
+    /// Stops listening to the host and fails every connection attempt. Links stay up.
+    public func close() {
+        host.cancel(tokens)
+        tokens.removeAll()
+        for a in attempts { a.finish(.failure(GAPError.connectAborted(a.peer)), host) }
+        attempts.removeAll()
     }
 
     // MARK: scanning
 
     /// Starts scanning (active by default) with duplicate filtering off in the
-    /// controller, so scan responses and changes are seen; de-duplication is done here.
-    public func startScan(active: Bool = true, intervalMs: Double = 10, windowMs: Double = 10, filterDuplicates: Bool = false) throws {
-        devices.removeAll(); order.removeAll(); fragments.removeAll()
+    /// controller, so scan responses and changes are seen; de-duplication is
+    /// done here. Forgets the devices heard before.
+    /// - Returns: a future that succeeds once the controller enabled scanning.
+    public func startScanning(active: Bool = true, intervalMs: Double = 10, windowMs: Double = 10, filterDuplicates: Bool = false) -> Future<Void> {
+        devices.removeAll(); order.removeAll(); fragments.removeAll(); pendingChecks.removeAll()
         let p = LEScanParameters(active: active, interval: Self.units625(intervalMs), window: Self.units625(min(windowMs, intervalMs)),
                                  ownAddressType: info.ownAddress.type, filterPolicy: 0)
-        if useExtendedCommands {
-            try host.execute(p.extendedCommand)
-        } else {
-            try host.execute(p.command)
-        }
-        // Marked before the enable is answered: whatever interrupts the wait, clean-up disables scanning.
-        isScanning = true
-        if useExtendedCommands {
-            try host.execute(.leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates))
-        } else {
-            try host.execute(.leSetScanEnable(true, filterDuplicates: filterDuplicates))
+        let ext = useExtendedCommands
+        return host.submit(ext ? p.extendedCommand : p.command).flatMap { [weak self] _ -> Future<Void> in
+            guard let self else { return .done }
+            // Marked before the enable is answered: whatever interrupts the wait, clean-up disables scanning.
+            self.isScanning = true
+            return self.host.submit(ext ? .leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates)
+                                        : .leSetScanEnable(true, filterDuplicates: filterDuplicates)).map { _ in }
         }
     }
 
-    /// Stops scanning. Safe to call when not scanning.
-    public func stopScan() throws {
-        guard isScanning else { return }
+    /// Starts scanning unless it is on already (keeping the devices heard).
+    /// - Returns: a future that succeeds once scanning is on.
+    public func startScanningIfIdle(active: Bool = true) -> Future<Void> {
+        isScanning ? .done : startScanning(active: active)
+    }
+
+    /// Blocking form of `startScanning`.
+    /// - Throws: `HCIError`.
+    public func startScan(active: Bool = true, intervalMs: Double = 10, windowMs: Double = 10, filterDuplicates: Bool = false) throws {
+        try host.wait(startScanning(active: active, intervalMs: intervalMs, windowMs: windowMs, filterDuplicates: filterDuplicates))
+    }
+
+    /// Stops scanning (nothing to do when not scanning).
+    /// - Returns: a future that succeeds once the controller disabled scanning.
+    public func stopScanning() -> Future<Void> {
+        guard isScanning else { return .done }
         isScanning = false
-        if useExtendedCommands {
-            try host.execute(.leSetExtendedScanEnable(false, filterDuplicates: false))
-        } else {
-            try host.execute(.leSetScanEnable(false, filterDuplicates: false))
-        }
+        return host.submit(useExtendedCommands ? .leSetExtendedScanEnable(false, filterDuplicates: false)
+                                               : .leSetScanEnable(false, filterDuplicates: false)).map { _ in }
+    }
+
+    /// Blocking form of `stopScanning`. Safe to call when not scanning.
+    /// - Throws: `HCIError`.
+    public func stopScan() throws {
+        try host.wait(stopScanning())
     }
 
     /// Pumps until `match` accepts a device (returned), `stop` returns true,
@@ -210,65 +258,166 @@ public final class Central {
 
     // MARK: connecting
 
-    /// Connects to `peer`. Scanning must be stopped first. On expiry of
-    /// `timeoutMs`, sends LE Create Connection Cancel and throws `.connectTimeout`.
-    public func connect(to peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters = ConnectionParameters()) throws -> LEConnection {
-        let req = LECreateConnection(peer: peer, ownAddressType: info.ownAddress.type, scanInterval: 0x0010, scanWindow: 0x0010,
-                                     filterPolicy: 0, connection: parameters)
-        connectResult = nil
-        pendingConnect = peer
-        let deadline = Instant.now().adding(ms: timeoutMs)
-        let done: Bool
+    /// One queued or running connection attempt.
+    final class Attempt {
+        enum State { case queued, requesting, initiating, cancelling, done }
+        let peer: DeviceAddress
+        let timeoutMs: Int
+        let parameters: ConnectionParameters
+        let future = Future<LEConnection>()
+        var state = State.queued
+        var timer: HostToken?
+
+        init(peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters) {
+            self.peer = peer; self.timeoutMs = timeoutMs; self.parameters = parameters
+        }
+
+        func finish(_ r: Result<LEConnection, any Error>, _ host: HCIHost) {
+            state = .done
+            if let t = timer { host.cancel(t); timer = nil }
+            future.complete(r)
+        }
+    }
+
+    /// Attempts in order; the first is running unless it is `.queued`.
+    private var attempts: [Attempt] = []
+
+    /// How long to wait for the LE Connection Complete that a Create
+    /// Connection Cancel causes, before giving the attempt up.
+    public var cancelGraceMs = 500
+
+    /// Peers whose attempt was given up while the controller may still hold it.
+    public private(set) var abandoned: Set<DeviceAddress> = []
+
+    /// A Create Connection the controller accepted and that has not yet
+    /// completed or been cancelled.
+    public var pendingConnect: DeviceAddress? {
+        guard let a = attempts.first, a.state != .queued else { return nil }
+        return a.peer
+    }
+
+    /// Queues a connection to `peer`. Attempts run one at a time in the order
+    /// queued; each gets `timeoutMs` from when it starts, then LE Create
+    /// Connection Cancel. Scanning may go on meanwhile.
+    /// - Returns: a future of the connection; it fails with `GAPError`
+    ///   (timeout, failed, aborted) or `HCIError` (the command was rejected).
+    public func startConnect(to peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters = .oneShot) -> Future<LEConnection> {
+        let a = Attempt(peer: peer, timeoutMs: timeoutMs, parameters: parameters)
+        attempts.append(a)
+        advance()
+        return a.future
+    }
+
+    /// Connects to `peer`, waiting for the outcome. On Ctrl-C/SIGTERM the
+    /// attempt is cancelled (and a connection that won the race dropped).
+    /// - Returns: the connection.
+    /// - Throws: `GAPError.connectTimeout` after `timeoutMs` (the attempt
+    ///   cancelled), `GAPError.connectFailed`, `HCIError`.
+    public func connect(to peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters = .oneShot) throws -> LEConnection {
+        let f = startConnect(to: peer, timeoutMs: timeoutMs, parameters: parameters)
         do {
-            try host.executeExpectingStatus(useExtendedCommands ? req.extendedCommand : req.command)
-            done = try host.pump(until: deadline) { connectResult != nil }
+            return try host.wait(f)
         } catch HCIError.interrupted(let sig) {
-            // Ctrl-C/SIGTERM while connecting: cancel, and drop a connection that won the race.
             let wasInterruptible = host.interruptible
             host.interruptible = false
             defer { host.interruptible = wasInterruptible }
-            if let c = try? cancelConnect(timeoutMs: 300) { try? disconnect(c, timeoutMs: 500) }
+            abortConnects(timeoutMs: 300)
             throw HCIError.interrupted(signal: sig)
-        } catch HCIError.commandFailed(let op, let status) {
-            pendingConnect = nil // refused: nothing is pending
-            throw HCIError.commandFailed(op, status)
         }
-        if !done {
-            if let c = try cancelConnect(timeoutMs: 500) { return c }
-            throw GAPError.connectTimeout(peer, ms: timeoutMs)
-        }
-        let cc = connectResult!
-        guard cc.status == .success, let c = connections[cc.handle] else { throw GAPError.connectFailed(peer, cc.status) }
-        return c
     }
 
-    /// Sends LE Create Connection Cancel and waits up to `timeoutMs` for the
-    /// LE Connection Complete it causes (Unknown Connection Identifier), or for
-    /// a connection that won the race, which it returns.
-    private func cancelConnect(timeoutMs: Int) throws -> LEConnection? {
-        defer { pendingConnect = nil }
-        _ = try? host.execute(.leCreateConnectionCancel, timeoutMs: timeoutMs)
-        _ = try host.pump(until: Instant.now().adding(ms: timeoutMs)) { connectResult != nil }
-        guard let cc = connectResult, cc.status == .success else { return nil }
-        return connections[cc.handle]
+    private func advance() {
+        guard let a = attempts.first, a.state == .queued else { return }
+        a.state = .requesting
+        let req = LECreateConnection(peer: a.peer, ownAddressType: info.ownAddress.type, scanInterval: 0x0010, scanWindow: 0x0010,
+                                     filterPolicy: 0, connection: a.parameters)
+        let start = Instant.now()
+        abandoned.remove(a.peer)
+        let cmd = useExtendedCommands ? req.extendedCommand : req.command
+        host.enqueue(cmd) { [weak self] r in
+            guard let self, a.state == .requesting else { return }
+            switch HCIHost.returnParameters(cmd, r) {
+            case .failure(let e):
+                self.remove(a, .failure(e))
+            case .success:
+                a.state = .initiating
+                a.timer = self.host.schedule(at: start.adding(ms: a.timeoutMs)) { [weak self] in self?.cancel(a) }
+            }
+        }
+    }
+
+    private func remove(_ a: Attempt, _ r: Result<LEConnection, any Error>) {
+        attempts.removeAll { $0 === a }
+        a.finish(r, host)
+        advance()
+    }
+
+    /// Sends LE Create Connection Cancel for the running attempt; the LE
+    /// Connection Complete it causes (Unknown Connection Identifier) ends the
+    /// attempt, or a connection that won the race completes it. With no answer
+    /// within `cancelGraceMs` the attempt is given up (`abandoned`).
+    private func cancel(_ a: Attempt, failure: (any Error)? = nil) {
+        guard a.state == .initiating || a.state == .requesting else { return }
+        if let t = a.timer { host.cancel(t) }
+        let why = failure ?? GAPError.connectTimeout(a.peer, ms: a.timeoutMs)
+        a.state = .cancelling
+        host.enqueue(.leCreateConnectionCancel, timeoutMs: cancelGraceMs) { _ in }
+        a.timer = host.schedule(afterMs: cancelGraceMs) { [weak self] in
+            guard let self, a.state == .cancelling else { return }
+            self.abandoned.insert(a.peer)
+            self.remove(a, .failure(why))
+        }
+        cancelReasons[ObjectIdentifier(a)] = why
+    }
+    private var cancelReasons: [ObjectIdentifier: any Error] = [:]
+
+    /// Cancels every attempt: queued ones fail at once, the running one is
+    /// cancelled and waited for (bounded by `timeoutMs`); a connection that
+    /// completed meanwhile is kept in `connections` for the caller to drop.
+    /// Pumps; for clean-up and interruption.
+    public func abortConnects(timeoutMs: Int = 500) {
+        for a in attempts where a.state == .queued { a.finish(.failure(GAPError.connectAborted(a.peer)), host) }
+        attempts.removeAll { $0.state == .done }
+        guard let a = attempts.first else { return }
+        cancel(a, failure: GAPError.connectAborted(a.peer))
+        _ = try? host.pump(until: Instant.now().adding(ms: timeoutMs)) { a.state == .done }
+        if a.state != .done {
+            abandoned.insert(a.peer)
+            remove(a, .failure(GAPError.connectAborted(a.peer)))
+        }
+    }
+
+    /// Cancels a connect left pending (clean-up after a failure). Bounded.
+    public func abandonPendingConnect(timeoutMs: Int = 500) {
+        abortConnects(timeoutMs: timeoutMs)
+    }
+
+    // MARK: disconnecting
+
+    /// Sends Disconnect.
+    /// - Returns: a future that succeeds at Disconnection Complete, or fails
+    ///   when the controller rejects the command.
+    public func startDisconnect(_ c: LEConnection, reason: HCIStatus = .remoteUserTerminated) -> Future<Void> {
+        guard c.isConnected else { return .done }
+        let f = Future<Void>()
+        c.whenDisconnected.append { f.succeed(()) }
+        host.submit(.disconnect(handle: c.handle, reason: reason)).whenFailure { f.fail($0) }
+        return f
     }
 
     /// Sends Disconnect and waits (bounded) for Disconnection Complete.
+    /// - Throws: `HCIError` when the controller rejects Disconnect or the host fails.
     public func disconnect(_ c: LEConnection, reason: HCIStatus = .remoteUserTerminated, timeoutMs: Int = 1000) throws {
         guard c.isConnected else { return }
-        try host.executeExpectingStatus(.disconnect(handle: c.handle, reason: reason))
-        _ = try host.pump(until: Instant.now().adding(ms: timeoutMs)) { !c.isConnected }
+        let f = startDisconnect(c, reason: reason)
+        _ = try host.pump(until: Instant.now().adding(ms: timeoutMs)) { f.isComplete || !c.isConnected }
+        if case let .failure(e)? = f.result { throw e }
     }
 
-    /// A Create Connection the controller accepted and that has not yet
-    /// completed or been cancelled (e.g. left behind by a Hardware Error).
-    public private(set) var pendingConnect: DeviceAddress?
-
-    /// Cancels a connect left pending. Bounded; for clean-up after a failure
-    /// (a connection that completed meanwhile is in `connections`).
-    public func abandonPendingConnect(timeoutMs: Int = 500) {
-        guard pendingConnect != nil else { return }
-        _ = try? cancelConnect(timeoutMs: timeoutMs)
+    private func hostClosed(_ e: HCIError) {
+        let all = attempts
+        attempts.removeAll()
+        for a in all { a.finish(.failure(e), host) }
     }
 
     private func handle(_ ev: HCIEvent) {
@@ -277,12 +426,30 @@ public final class Central {
             guard isScanning else { return }
             for r in reports { ingest(r) }
         case .leConnectionComplete(let cc):
+            var conn: LEConnection? = nil
             if cc.status == .success {
-                connections[cc.handle] = LEConnection(cc)
+                let c = LEConnection(cc)
+                connections[cc.handle] = c
+                conn = c
             }
-            if pendingConnect != nil {
-                connectResult = cc
-                pendingConnect = nil
+            if let a = attempts.first, a.state != .queued, a.state != .done {
+                if let c = conn {
+                    remove(a, .success(c))
+                } else {
+                    let why = a.state == .cancelling ? (cancelReasons[ObjectIdentifier(a)] ?? GAPError.connectTimeout(a.peer, ms: a.timeoutMs))
+                                                     : GAPError.connectFailed(a.peer, cc.status)
+                    remove(a, .failure(why))
+                }
+                cancelReasons[ObjectIdentifier(a)] = nil
+            } else if let c = conn {
+                // Nobody is connecting: the late completion of an attempt given up.
+                abandoned.remove(c.peer)
+                if let i = attempts.firstIndex(where: { $0.state == .queued && $0.peer.address == c.peer.address }) {
+                    let a = attempts.remove(at: i)
+                    a.finish(.success(c), host)
+                } else if !(onUnrequestedConnection?(c) ?? false) {
+                    host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
+                }
             }
         case .leConnectionUpdateComplete(let u):
             if u.status == .success, let c = connections[u.handle] {
@@ -292,6 +459,10 @@ public final class Central {
             if d.status == .success, let c = connections.removeValue(forKey: d.handle) {
                 c.isConnected = false
                 c.disconnectReason = d.reason
+                let ws = c.whenDisconnected
+                c.whenDisconnected.removeAll()
+                for w in ws { w() }
+                onDisconnection?(c)
             }
         default:
             break

@@ -154,6 +154,16 @@ public struct ConnectionParameters: Hashable, Sendable {
         self.supervisionTimeout = supervisionTimeout; self.minCELength = minCELength; self.maxCELength = maxCELength
     }
 
+    /// For one-shot jobs (a CLI run): 7.5-15 ms, no latency, 2 s supervision
+    /// timeout. Every ATT round trip costs one or two connection intervals on
+    /// real radio, so a short job asks for the shortest interval.
+    public static let oneShot = ConnectionParameters(intervalMin: 0x0006, intervalMax: 0x000C, latency: 0, supervisionTimeout: 0x00C8)
+
+    /// For a link kept up while idle (the gateway, after a quiet spell):
+    /// 100-200 ms, peripheral latency 4, 6 s supervision timeout: little air
+    /// time and power, and a write still lands within about 200 ms.
+    public static let idle = ConnectionParameters(intervalMin: 0x0050, intervalMax: 0x00A0, latency: 4, supervisionTimeout: 0x0258)
+
     /// The range checks of Core Vol 4 Part E 7.8.12: interval 7.5 ms..4 s, latency <= 499,
     /// timeout 100 ms..32 s and longer than (1 + latency) * interval_max * 2.
     public var isValid: Bool {

@@ -15,6 +15,8 @@ public enum HCIError: Error, Equatable, Sendable, CustomStringConvertible {
     case interrupted(signal: Int32)
     /// A controller's answer could not be decoded.
     case malformed(HCIOpcode, WireError)
+    /// The host was closed (`HCIHost.close`) while the operation was pending.
+    case closed
 
     public var description: String {
         switch self {
@@ -30,6 +32,8 @@ public enum HCIError: Error, Equatable, Sendable, CustomStringConvertible {
             return "interrupted by signal \(s)"
         case let .malformed(op, e):
             return "malformed answer to \(op.name): \(e)"
+        case .closed:
+            return "the Bluetooth host was closed while the operation was pending"
         }
     }
 }

@@ -1,26 +1,71 @@
 import BLEWire
 import BLETransport
 
+/// Identifies one registration with `HCIHost` (an event or ACL handler, a
+/// timer, a close handler); pass it to `HCIHost.cancel(_:)` to remove it.
+public struct HostToken: Hashable, Sendable {
+    let id: UInt64
+}
+
+/// How the event loop learns that it should wake up: a descriptor it polls
+/// besides the transport, what to do when it fires, and whether a signal is
+/// pending that should end blocking waits. Passed in, so a library user (or a
+/// test) decides; `Wake.signals` is the CLI's SIGINT/SIGTERM pipe.
+public struct Wake {
+    /// The descriptor to poll (-1: none).
+    public var fd: Int32
+    /// Empties the descriptor after it fired.
+    public var drain: () -> Void
+    /// The signal that should interrupt blocking waits, if any.
+    public var interruption: () -> Int32?
+
+    /// - Parameters: see the properties.
+    public init(fd: Int32, drain: @escaping () -> Void, interruption: @escaping () -> Int32?) {
+        self.fd = fd; self.drain = drain; self.interruption = interruption
+    }
+
+    /// No wake-up source: waits end only by packets and deadlines.
+    public static var none: Wake { Wake(fd: -1, drain: {}, interruption: { nil }) }
+
+    /// The process's SIGINT/SIGTERM pipe (`SignalWatch`; install it first).
+    public static var signals: Wake {
+        Wake(fd: SignalWatch.wakeFD, drain: { SignalWatch.drain() }, interruption: { SignalWatch.received })
+    }
+}
+
 /// The HCI layer: owns the transport, runs the single event loop, matches
 /// Command Complete/Status to commands (with Num_HCI_Command_Packets flow
-/// control and a deadline per command), meters ACL data against the
-/// controller's buffers (LE Read Buffer Size, Number Of Completed Packets),
-/// and dispatches every other event and all incoming ACL data upward.
+/// control and a deadline per command that starts when it is queued), meters
+/// ACL data against the controller's buffers (LE Read Buffer Size, Number Of
+/// Completed Packets) fairly across connections, runs timers, and dispatches
+/// every other event and all incoming ACL data upward.
 ///
-/// Confined to one thread. Layers above register handlers, which run
-/// synchronously inside `pump`; handlers queue work (commands, ACL) but never
-/// pump themselves. Blocking operations are built as "queue, then pump until
-/// a condition holds or a deadline passes", so a unit test can drive a whole
-/// exchange from a scripted transport without threads or sleeps.
+/// Confined to one thread. Layers above register handlers (each registration
+/// returns a `HostToken` to cancel it), which run synchronously inside `pump`;
+/// handlers queue work (commands, ACL, timers) and complete `Future`s but
+/// never pump themselves. Blocking operations are "queue, then pump until a
+/// condition holds or a deadline passes" (`wait`), so a unit test can drive a
+/// whole exchange, several links interleaved, from a scripted transport
+/// without threads or sleeps.
+///
+/// Lifecycle: open (usable) until the transport fails or `close(_:)` is
+/// called; from then on every pending and later operation fails with that
+/// error (`failure`).
 public final class HCIHost {
+    /// The controller transport.
     public let transport: HCITransport
     /// Packet taps (tracer, btsnoop writer): every packet passes here once.
     public var observers: [PacketObserver] = []
-    /// Deadline for a command's Command Complete/Status.
+    /// Deadline for a command's Command Complete/Status, counted from when it is queued.
     public var commandTimeoutMs = 2000
-    /// When true, a pending SIGINT/SIGTERM makes `pump` throw `.interrupted`.
+    /// When true, a pending interruption (`Wake.interruption`) makes `pump` throw `.interrupted`.
     public var interruptible = true
+    /// The wake-up source polled beside the transport.
+    public let wake: Wake
+    /// Called inside `pump` whenever the wake descriptor fires.
+    public var onWake: (() -> Void)?
 
+    /// The completion of a queued command.
     public typealias CommandCompletion = (Result<CommandOutcome, HCIError>) -> Void
 
     /// What answered a command.
@@ -32,7 +77,7 @@ public final class HCIHost {
     struct Pending {
         var command: HCICommand
         var timeoutMs: Int
-        var deadline: Instant?
+        var deadline: Instant
         var completion: CommandCompletion
     }
 
@@ -42,93 +87,218 @@ public final class HCIHost {
     public private(set) var commandCredits = 1
 
     // ACL flow control.
+    /// The controller's ACL data packet length (fragment size).
     public private(set) var aclMaxLength = 27
+    /// The controller's number of ACL buffers.
     public private(set) var aclTotalPackets = 1
+    /// Buffers free now.
     public private(set) var aclCredits = 1
-    private var aclQueue: [ACLPacket] = []
+    /// Fragments waiting for credits, per connection handle; served round-robin.
+    private var aclQueues: [UInt16: [ACLPacket]] = [:]
+    private var aclOrder: [UInt16] = []
     private var aclOutstanding: [UInt16: Int] = [:]
 
-    private var eventHandlers: [(HCIEvent) -> Void] = []
-    private var aclHandlers: [(ACLPacket) -> Void] = []
-    private var undecodableHandlers: [(HCIPacket, WireError) -> Void] = []
-    /// After a Hardware Error the transport still works: clear the fatal state
-    /// so clean-up can try to disconnect and reset. Returns false when the
-    /// failure was the transport itself (nothing can be sent any more).
+    private var nextToken: UInt64 = 1
+    private var eventHandlers: [(HostToken, (HCIEvent) -> Void)] = []
+    private var aclHandlers: [(HostToken, (ACLPacket) -> Void)] = []
+    private var undecodableHandlers: [(HostToken, (HCIPacket, WireError) -> Void)] = []
+    private var closeHandlers: [(HostToken, (HCIError) -> Void)] = []
+
+    struct Timer {
+        var token: HostToken
+        var due: Instant
+        var action: () -> Void
+    }
+    private var timers: [Timer] = []
+
+    /// Set once the transport has failed or the host was closed; every later call fails with it.
+    public private(set) var failure: HCIError?
+
+    /// - Parameters:
+    ///   - transport: the controller, already open.
+    ///   - wake: what else wakes the loop (default: nothing).
+    public init(transport: HCITransport, wake: Wake = .none) {
+        self.transport = transport
+        self.wake = wake
+    }
+
+    // MARK: registration
+
+    private func token() -> HostToken {
+        defer { nextToken += 1 }
+        return HostToken(id: nextToken)
+    }
+
+    /// Registers a handler for every decoded event (Command Complete/Status
+    /// and Number Of Completed Packets reach it after the host used them).
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onEvent(_ h: @escaping (HCIEvent) -> Void) -> HostToken {
+        let t = token(); eventHandlers.append((t, h)); return t
+    }
+
+    /// Registers a handler for every incoming ACL packet.
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onACL(_ h: @escaping (ACLPacket) -> Void) -> HostToken {
+        let t = token(); aclHandlers.append((t, h)); return t
+    }
+
+    /// Registers a handler for an event that failed to decode (it is otherwise ignored).
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onUndecodable(_ h: @escaping (HCIPacket, WireError) -> Void) -> HostToken {
+        let t = token(); undecodableHandlers.append((t, h)); return t
+    }
+
+    /// Registers a handler called once when the host fails or is closed, with the error.
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onClose(_ h: @escaping (HCIError) -> Void) -> HostToken {
+        let t = token(); closeHandlers.append((t, h)); return t
+    }
+
+    /// Runs `action` inside `pump` once `due` has passed (never from inside this call).
+    /// - Returns: the token that `cancel(_:)` takes to stop it first.
+    @discardableResult
+    public func schedule(at due: Instant, _ action: @escaping () -> Void) -> HostToken {
+        let t = token(); timers.append(Timer(token: t, due: due, action: action)); return t
+    }
+
+    /// Runs `action` inside `pump` after `ms` milliseconds.
+    @discardableResult
+    public func schedule(afterMs ms: Int, _ action: @escaping () -> Void) -> HostToken {
+        schedule(at: Instant.now().adding(ms: ms), action)
+    }
+
+    /// Removes a handler or timer. Cancelling twice, or a token already spent, is harmless.
+    public func cancel(_ t: HostToken) {
+        eventHandlers.removeAll { $0.0 == t }
+        aclHandlers.removeAll { $0.0 == t }
+        undecodableHandlers.removeAll { $0.0 == t }
+        closeHandlers.removeAll { $0.0 == t }
+        timers.removeAll { $0.token == t }
+    }
+
+    /// Removes several registrations.
+    public func cancel(_ ts: [HostToken]) { for t in ts { cancel(t) } }
+
+    /// Number of live registrations (handlers and timers), for leak checks in tests.
+    public var registrationCount: Int {
+        eventHandlers.count + aclHandlers.count + undecodableHandlers.count + closeHandlers.count + timers.count
+    }
+
+    // MARK: lifecycle
+
+    /// Closes the host: every queued and in-flight command fails with `error`,
+    /// the ACL queues and counters are cleared, timers are dropped, and the
+    /// close handlers run (links and bearers fail their own pending requests).
+    /// The transport is left to its owner. Idempotent.
+    public func close(_ error: HCIError = .closed) {
+        fail(error)
+    }
+
+    /// After a Hardware Error the transport still works: clear the failure so
+    /// clean-up can try to disconnect and reset. Fragments queued before the
+    /// error are dropped (they belong to a controller state that is gone).
+    /// Returns false when the failure was the transport itself (nothing can
+    /// be sent any more) or a close.
     public func recoverForCleanup() -> Bool {
-        guard let f = fatalError else { return true }
+        guard let f = failure else { return true }
         if case .hardwareError = f {
-            fatalError = nil
+            failure = nil
             commandCredits = max(commandCredits, 1)
+            clearACL()
             return true
         }
         return false
     }
 
-    /// Called inside `pump` whenever the wake pipe fires (a signal, SIGWINCH,
-    /// or `SignalWatch.poke()` from an input thread).
-    public var onWake: (() -> Void)?
-    /// Set once the transport has failed; every later call rethrows it.
-    public private(set) var fatalError: HCIError?
-
-    public init(transport: HCITransport) {
-        self.transport = transport
+    private func fail(_ e: HCIError) {
+        guard failure == nil else { return }
+        failure = e
+        let pend = inFlight + queued
+        inFlight.removeAll(); queued.removeAll()
+        clearACL()
+        timers.removeAll()
+        let drains = drainWaiters
+        drainWaiters.removeAll()
+        for p in pend { p.completion(.failure(e)) }
+        for (_, f) in drains { f.fail(e) }
+        let hs = closeHandlers
+        closeHandlers.removeAll()
+        for (_, h) in hs { h(e) }
     }
 
-    // MARK: registration
-
-    /// Called for every decoded event except Command Complete/Status, which
-    /// complete their commands, and Number Of Completed Packets, which feeds ACL credits
-    /// (handlers still see those two afterwards).
-    public func onEvent(_ h: @escaping (HCIEvent) -> Void) { eventHandlers.append(h) }
-    /// Called for every incoming ACL packet.
-    public func onACL(_ h: @escaping (ACLPacket) -> Void) { aclHandlers.append(h) }
-    /// Called for an event that failed to decode (it is otherwise ignored).
-    public func onUndecodable(_ h: @escaping (HCIPacket, WireError) -> Void) { undecodableHandlers.append(h) }
+    private func clearACL() {
+        aclQueues.removeAll(); aclOrder.removeAll(); aclOutstanding.removeAll()
+        aclCredits = aclTotalPackets
+    }
 
     // MARK: commands
 
     /// Queues a command; `completion` runs inside a later `pump` with the
-    /// Command Complete or Command Status, or with `.commandTimeout`.
+    /// Command Complete or Command Status, or with `.commandTimeout` once
+    /// `timeoutMs` (default `commandTimeoutMs`) has passed since now, whether
+    /// or not the command could be sent meanwhile.
     public func enqueue(_ command: HCICommand, timeoutMs: Int? = nil, completion: @escaping CommandCompletion) {
-        if let f = fatalError { completion(.failure(f)); return }
-        queued.append(Pending(command: command, timeoutMs: timeoutMs ?? commandTimeoutMs, deadline: nil, completion: completion))
+        if let f = failure { completion(.failure(f)); return }
+        let ms = timeoutMs ?? commandTimeoutMs
+        queued.append(Pending(command: command, timeoutMs: ms, deadline: Instant.now().adding(ms: ms), completion: completion))
         flushCommands()
     }
 
-    /// Sends a command and waits for its Command Complete; returns the
-    /// return parameters after checking the status byte.
+    /// Queues a command and returns its outcome as a future; a non-success
+    /// status fails it with `.commandFailed`.
+    public func submit(_ command: HCICommand, timeoutMs: Int? = nil) -> Future<[UInt8]> {
+        let f = Future<[UInt8]>()
+        enqueue(command, timeoutMs: timeoutMs) { r in
+            f.complete(Self.returnParameters(command, r).mapError { $0 as any Error })
+        }
+        return f
+    }
+
+    /// The return parameters of a command outcome, or `.commandFailed` for a non-success status.
+    public static func returnParameters(_ command: HCICommand, _ r: Result<CommandOutcome, HCIError>) -> Result<[UInt8], HCIError> {
+        switch r {
+        case .failure(let e): return .failure(e)
+        case .success(.complete(let cc)):
+            if let s = cc.status, s != .success { return .failure(.commandFailed(command.opcode, s)) }
+            return .success(cc.returnParameters)
+        case .success(.status(let cs)):
+            if cs.status != .success { return .failure(.commandFailed(command.opcode, cs.status)) }
+            return .success([cs.status.rawValue])
+        }
+    }
+
+    /// Sends a command and waits for its Command Complete (or Command Status).
+    /// - Returns: the return parameters, after checking the status byte.
+    /// - Throws: `HCIError` (rejected, timed out, transport lost, interrupted).
     @discardableResult
     public func execute(_ command: HCICommand, timeoutMs: Int? = nil) throws -> [UInt8] {
         var result: Result<CommandOutcome, HCIError>? = nil
         enqueue(command, timeoutMs: timeoutMs) { result = $0 }
         _ = try pump(until: .distantFuture) { result != nil }
-        switch result! {
-        case .failure(let e): throw e
-        case .success(.complete(let cc)):
-            if let s = cc.status, s != .success { throw HCIError.commandFailed(command.opcode, s) }
-            return cc.returnParameters
-        case .success(.status(let cs)):
-            if cs.status != .success { throw HCIError.commandFailed(command.opcode, cs.status) }
-            return [cs.status.rawValue]
-        }
+        guard let r = result else { throw failure ?? HCIError.closed }
+        return try Self.returnParameters(command, r).get()
     }
 
     /// Sends a command answered by Command Status (e.g. LE Create Connection)
     /// and waits for that status; the command's outcome comes later as an event.
+    /// - Throws: `HCIError`.
     public func executeExpectingStatus(_ command: HCICommand, timeoutMs: Int? = nil) throws {
         _ = try execute(command, timeoutMs: timeoutMs)
     }
 
     private func flushCommands() {
-        while commandCredits > 0, !queued.isEmpty, fatalError == nil {
-            var p = queued.removeFirst()
-            p.deadline = Instant.now().adding(ms: p.timeoutMs)
+        while commandCredits > 0, !queued.isEmpty, failure == nil {
+            let p = queued.removeFirst()
             commandCredits -= 1
             do {
                 try emit(p.command.packet)
                 inFlight.append(p)
             } catch {
-                p.completion(.failure(fatalError ?? .transport(.closedByPeer(transport.name))))
+                p.completion(.failure(failure ?? .transport(.closedByPeer(transport.name))))
             }
         }
     }
@@ -136,23 +306,31 @@ public final class HCIHost {
     // MARK: ACL
 
     /// Sends an L2CAP PDU (basic header included) on `handle`, split into
-    /// fragments of the controller's LE ACL size and metered by its buffer credits.
+    /// fragments of the controller's LE ACL size and metered by its buffer
+    /// credits. Connections take turns for credits, one fragment each.
     public func sendACL(handle: UInt16, pdu: [UInt8]) {
+        guard failure == nil else { return }
         var offset = 0
         var first = true
+        var frags: [ACLPacket] = []
         repeat {
             let n = min(aclMaxLength, pdu.count - offset)
-            aclQueue.append(ACLPacket(handle: handle, boundary: first ? .firstNonFlushable : .continuing,
-                                      data: Array(pdu[offset..<offset + n])))
+            frags.append(ACLPacket(handle: handle, boundary: first ? .firstNonFlushable : .continuing,
+                                   data: Array(pdu[offset..<offset + n])))
             offset += n
             first = false
         } while offset < pdu.count
+        if aclQueues[handle] == nil { aclOrder.append(handle) }
+        aclQueues[handle, default: []] += frags
         flushACL()
     }
 
     private func flushACL() {
-        while aclCredits > 0, !aclQueue.isEmpty, fatalError == nil {
-            let p = aclQueue.removeFirst()
+        while aclCredits > 0, failure == nil, !aclOrder.isEmpty {
+            let handle = aclOrder.removeFirst()
+            guard var q = aclQueues[handle], !q.isEmpty else { aclQueues[handle] = nil; continue }
+            let p = q.removeFirst()
+            if q.isEmpty { aclQueues[handle] = nil } else { aclQueues[handle] = q; aclOrder.append(handle) }
             aclCredits -= 1
             aclOutstanding[p.handle, default: 0] += 1
             do { try emit(p.packet) } catch { return }
@@ -161,22 +339,48 @@ public final class HCIHost {
 
     /// ACL packets for `handle` queued or not yet confirmed by Number Of Completed Packets.
     public func unacknowledgedACL(handle: UInt16) -> Int {
-        aclOutstanding[handle, default: 0] + aclQueue.filter { $0.handle == handle }.count
+        aclOutstanding[handle, default: 0] + (aclQueues[handle]?.count ?? 0)
+    }
+
+    /// Completes once every ACL packet queued for `handle` so far has been
+    /// confirmed sent by Number Of Completed Packets (for example after Write
+    /// Commands, before disconnecting), or the handle was released.
+    /// - Returns: a future that fails only when the host fails.
+    public func startDrain(handle: UInt16) -> Future<Void> {
+        let f = Future<Void>()
+        if unacknowledgedACL(handle: handle) == 0 { f.succeed(()); return f }
+        if let e = failure { f.fail(e); return f }
+        drainWaiters.append((handle, f))
+        return f
+    }
+    private var drainWaiters: [(UInt16, Future<Void>)] = []
+
+    private func checkDrains() {
+        guard !drainWaiters.isEmpty else { return }
+        var keep: [(UInt16, Future<Void>)] = []
+        var done: [Future<Void>] = []
+        for (h, f) in drainWaiters {
+            if unacknowledgedACL(handle: h) == 0 { done.append(f) } else { keep.append((h, f)) }
+        }
+        drainWaiters = keep
+        for f in done { f.succeed(()) }
     }
 
     /// Sets the ACL buffer geometry (from LE Read Buffer Size / Read Buffer Size).
     public func setACLBuffers(length: Int, packets: Int) {
         aclMaxLength = max(1, length)
         aclTotalPackets = max(1, packets)
-        aclCredits = aclTotalPackets - aclOutstanding.values.reduce(0, +)
+        aclCredits = max(0, aclTotalPackets - aclOutstanding.values.reduce(0, +))
     }
 
     /// Forgets the queued and unacknowledged packets of a handle (after disconnection
     /// the controller flushes them, and their credits come back).
     public func releaseHandle(_ handle: UInt16) {
         let n = aclOutstanding.removeValue(forKey: handle) ?? 0
-        aclQueue.removeAll { $0.handle == handle }
+        aclQueues[handle] = nil
+        aclOrder.removeAll { $0 == handle }
         aclCredits = min(aclTotalPackets, aclCredits + n)
+        checkDrains()
     }
 
     // MARK: the loop
@@ -194,34 +398,30 @@ public final class HCIHost {
         }
     }
 
-    private func fail(_ e: HCIError) {
-        if fatalError == nil { fatalError = e }
-        let pend = inFlight + queued
-        inFlight.removeAll(); queued.removeAll()
-        for p in pend { p.completion(.failure(e)) }
-    }
-
     /// Runs the event loop until `done()` returns true (returns true) or
-    /// `deadline` passes (returns false). Throws on transport loss, a
-    /// hardware error, or (when `interruptible`) a pending signal.
+    /// `deadline` passes (returns false).
+    /// - Throws: the host's `failure` (transport loss, Hardware Error, close),
+    ///   or `.interrupted` when `interruptible` and a signal is pending.
     @discardableResult
     public func pump(until deadline: Instant, _ done: () -> Bool) throws -> Bool {
         while true {
             if done() { return true }
-            if let f = fatalError { throw f }
-            if interruptible, let s = SignalWatch.received { throw HCIError.interrupted(signal: s) }
+            if let f = failure { throw f }
+            if interruptible, let s = wake.interruption() { throw HCIError.interrupted(signal: s) }
             flushCommands()
             flushACL()
-            var now = Instant.now()
-            expireCommands(now)
+            runDue(Instant.now())
             if done() { return true }
-            now = Instant.now()
+            if let f = failure { throw f }
+            let now = Instant.now()
             if now >= deadline { return false }
             var until = deadline
-            for p in inFlight { if let d = p.deadline, d < until { until = d } }
+            for p in inFlight where p.deadline < until { until = p.deadline }
+            for p in queued where p.deadline < until { until = p.deadline }
+            for t in timers where t.due < until { until = t.due }
             let result: ReceiveResult
             do {
-                result = try transport.receive(timeoutMs: now.msUntil(until), wakeFD: SignalWatch.wakeFD)
+                result = try transport.receive(timeoutMs: max(0, now.msUntil(until)), wakeFD: wake.fd)
             } catch let e as TransportError {
                 fail(.transport(e))
                 throw HCIError.transport(e)
@@ -230,24 +430,44 @@ public final class HCIHost {
             case .packet(let p): handle(p)
             case .timeout: continue
             case .woken:
-                SignalWatch.drain()
+                wake.drain()
                 onWake?()
             }
         }
     }
 
-    private func expireCommands(_ now: Instant) {
+    /// Pumps until `future` completes.
+    /// - Returns: its value.
+    /// - Throws: its error; `.commandTimeout`-style deadlines are the future's
+    ///   own business, but `deadline` bounds the wait (then `HCIError.closed`
+    ///   is not thrown: `WaitTimeout` is).
+    public func wait<T>(_ future: Future<T>, until deadline: Instant = .distantFuture) throws -> T {
+        _ = try pump(until: deadline) { future.isComplete }
+        guard let r = future.result else { throw WaitTimeout() }
+        return try r.get()
+    }
+
+    /// Command deadlines and timers that have passed.
+    private func runDue(_ now: Instant) {
         var expired: [Pending] = []
         inFlight.removeAll { p in
-            if let d = p.deadline, d <= now { expired.append(p); return true }
+            if p.deadline <= now { expired.append(p); return true }
             return false
         }
-        for p in expired {
+        if !expired.isEmpty {
             // The controller never answered: assume it can take another command,
             // or the queue behind this one would stall forever.
             commandCredits = max(commandCredits, 1)
-            p.completion(.failure(.commandTimeout(p.command.opcode, ms: p.timeoutMs)))
         }
+        queued.removeAll { p in
+            if p.deadline <= now { expired.append(p); return true }
+            return false
+        }
+        for p in expired { p.completion(.failure(.commandTimeout(p.command.opcode, ms: p.timeoutMs))) }
+        guard timers.contains(where: { $0.due <= now }) else { return }
+        let due = timers.filter { $0.due <= now }.sorted { $0.due < $1.due }
+        timers.removeAll { $0.due <= now }
+        for t in due where failure == nil { t.action() }
     }
 
     /// Entry point for one packet from the controller (public for tests that
@@ -261,16 +481,16 @@ public final class HCIHost {
         case .event:
             let ev: HCIEvent
             do { ev = try HCIEvent.decode(packet.bytes) } catch let e as WireError {
-                for h in undecodableHandlers { h(packet, e) }
+                for (_, h) in undecodableHandlers { h(packet, e) }
                 return
             } catch { return }
             handleEvent(ev)
         case .acl:
             guard let acl = try? ACLPacket.decode(packet.bytes) else {
-                for h in undecodableHandlers { h(packet, .invalid(field: "ACL", reason: "length mismatch")) }
+                for (_, h) in undecodableHandlers { h(packet, .invalid(field: "ACL", reason: "length mismatch")) }
                 return
             }
-            for h in aclHandlers { h(acl) }
+            for (_, h) in aclHandlers { h(acl) }
         default:
             break // SCO/ISO: recognised and passed over.
         }
@@ -297,6 +517,7 @@ public final class HCIHost {
                 aclOutstanding[hc.handle] = out - n
                 aclCredits = min(aclTotalPackets, aclCredits + n)
             }
+            checkDrains()
         case .hardwareError(let code):
             fail(.hardwareError(code))
         case .disconnectionComplete(let dc) where dc.status == .success:
@@ -304,8 +525,18 @@ public final class HCIHost {
         default:
             break
         }
-        for h in eventHandlers { h(ev) }
+        // Handlers may cancel themselves or others while we iterate: iterate a snapshot,
+        // skipping any that were cancelled meanwhile.
+        let hs = eventHandlers
+        for (t, h) in hs where eventHandlers.contains(where: { $0.0 == t }) { h(ev) }
         flushCommands()
         flushACL()
     }
+}
+
+/// `HCIHost.wait(_:until:)` reached its deadline before the future completed.
+public struct WaitTimeout: Error, Sendable, CustomStringConvertible {
+    /// - Returns: a WaitTimeout.
+    public init() {}
+    public var description: String { "the operation did not complete in time" }
 }

@@ -15,7 +15,12 @@ public final class L2CAPLink {
     private var rxActive = false
     private var channels: [UInt16: ([UInt8]) -> Void] = [:]
     private var nextIdentifier: UInt8 = 1
+    /// False once the link is disconnected or closed.
     public private(set) var isOpen = true
+    private var tokens: [HostToken] = []
+    /// Called once when the link ends: with the disconnection reason, or nil
+    /// when the host failed or `close()` was called.
+    public var onClose: ((HCIStatus?) -> Void)?
 
     /// Reassembly problems (for the tracer / diagnostics); the bad data is dropped.
     public var onReassemblyError: ((String) -> Void)?
@@ -26,21 +31,40 @@ public final class L2CAPLink {
     public var onConnectionParameterRequest: ((ConnectionParameters, Bool) -> Void)?
     public var onSMP: ((UInt8) -> Void)?
 
+    /// - Parameters:
+    ///   - host: the HCI layer.
+    ///   - handle: the connection handle from LE Connection Complete.
     public init(host: HCIHost, handle: UInt16) {
         self.host = host
         self.handle = handle
-        host.onACL { [weak self] acl in
+        tokens.append(host.onACL { [weak self] acl in
             guard let self, acl.handle == self.handle, self.isOpen else { return }
             self.receive(acl)
-        }
-        host.onEvent { [weak self] ev in
+        })
+        tokens.append(host.onEvent { [weak self] ev in
             if case let .disconnectionComplete(d) = ev, let self, d.handle == self.handle, d.status == .success {
-                self.isOpen = false
-                self.rx.removeAll(); self.rxActive = false
+                self.end(d.reason)
             }
-        }
-        channels[CID.leSignalling] = { [unowned self] in self.handleSignalling($0) }
-        channels[CID.smp] = { [unowned self] in self.handleSMP($0) }
+        })
+        tokens.append(host.onClose { [weak self] _ in self?.end(nil) })
+        channels[CID.leSignalling] = { [weak self] in self?.handleSignalling($0) }
+        channels[CID.smp] = { [weak self] in self?.handleSMP($0) }
+    }
+
+    /// Stops using the connection: no more PDUs are sent or delivered, and
+    /// the host registrations are released. The connection itself is GAP's
+    /// to disconnect. Idempotent.
+    public func close() { end(nil) }
+
+    private func end(_ reason: HCIStatus?) {
+        guard isOpen else { return }
+        isOpen = false
+        rx.removeAll(); rxActive = false
+        host.cancel(tokens)
+        tokens.removeAll()
+        let h = onClose
+        onClose = nil
+        h?(reason)
     }
 
     /// Registers the handler for a fixed channel's PDUs (payload without basic header).

@@ -38,6 +38,15 @@ public struct LEDProfile: Hashable, Sendable {
 
     public static let known: [LEDProfile] = [.pycom, .particle, .harness]
 
+    /// Any other RGB device, described by its service and three characteristic UUIDs.
+    /// - Returns: a profile named "custom".
+    public static func custom(service: BluetoothUUID, red: BluetoothUUID, green: BluetoothUUID, blue: BluetoothUUID) -> LEDProfile {
+        LEDProfile(name: "custom", service: service, shape: .rgb(red: red, green: green, blue: blue))
+    }
+
+    /// True for a profile described on the command line rather than one of the known devices.
+    public var isCustom: Bool { !LEDProfile.known.contains(self) }
+
     public static func named(_ n: String) -> LEDProfile? { known.first { $0.name == n.lowercased() } }
 
     /// The first known profile whose service UUID appears in `uuids`.

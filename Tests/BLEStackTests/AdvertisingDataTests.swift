@@ -386,10 +386,10 @@ struct CentralScanTests {
 
 @Suite("Central: connecting")
 struct CentralConnectTests {
-    @Test("connect sends LE Create Connection and returns the connection from LE Connection Complete")
+    @Test("connect sends LE Create Connection asking for 7.5-15 ms (one-shot) and returns the connection from LE Connection Complete")
     func connect() throws {
         let ctl = ScriptedController()
-        ctl.when(h4("01 0d 20 19 10 00 10 00 00 01 55 44 33 22 11 c0 01 18 00 28 00 00 00 f4 01 00 00 00 00"),
+        ctl.when(h4("01 0d 20 19 10 00 10 00 00 01 55 44 33 22 11 c0 01 06 00 0c 00 00 00 c8 00 00 00 00 00"),
                  reply: [h4("04 0f 04 00 01 0d 20"), h4("04 3e 13 01 00 01 00 00 01 55 44 33 22 11 c0 18 00 00 00 f4 01 00")])
         ctl.when(h4("01 06 04 03 01 00 13"), reply: [h4("04 0f 04 00 01 06 04"), h4("04 05 04 00 01 00 16")])
         let host = HCIHost(transport: ctl)

@@ -170,7 +170,7 @@ struct HCIHostCommandTests {
         if case .failure(let e)? = inFlight { #expect(e == .hardwareError(0x07)) } else { Issue.record("in-flight command: \(String(describing: inFlight))") }
         if case .failure(let e)? = queued { #expect(e == .hardwareError(0x07)) } else { Issue.record("queued command: \(String(describing: queued))") }
         #expect(ctl.sentHex() == ["01 03 0c 00"])
-        #expect(host.fatalError == .hardwareError(0x07))
+        #expect(host.failure == .hardwareError(0x07))
         var later: Result<HCIHost.CommandOutcome, HCIError>?
         host.enqueue(.reset) { later = $0 }
         if case .failure(let e)? = later { #expect(e == .hardwareError(0x07)) } else { Issue.record("later command not failed at once") }

@@ -43,8 +43,8 @@ struct RegressionTests {
     func recoverForCleanup() throws {
         let f = BearerFixture()
         f.host.handle(HCIPacket(.event, hex("10 01 33")))
-        #expect(f.host.fatalError == .hardwareError(0x33))
+        #expect(f.host.failure == .hardwareError(0x33))
         #expect(f.host.recoverForCleanup())
-        #expect(f.host.fatalError == nil)
+        #expect(f.host.failure == nil)
     }
 }

@@ -1,0 +1,268 @@
+@_exported import BLEWire
+@_exported import BLETransport
+@_exported import BLEHCI
+@_exported import BLEGAP
+@_exported import BLEL2CAP
+@_exported import BLEATT
+@_exported import BLEGATT
+@_exported import LEDProfile
+
+/// The attled stack in a few lines: open a controller, scan, connect, and
+/// get a GATT client for each link.
+///
+///     let stack = try BLEStack.open("tcp:127.0.0.1:9000")
+///     defer { stack.close() }
+///     let lamp = try stack.find(.name("CassarTech"), timeoutMs: 5000)
+///     let link = try stack.connect(to: lamp.address)
+///     let led = try link.resolveLED(advertised: lamp.serviceUUIDs)
+///     try link.setColour(RGB(255, 0, 0), on: led)
+///
+/// Single-threaded: one event loop (`host.pump`) serves every link. Each
+/// blocking call runs that loop until its own operation completes, so other
+/// links keep making progress meanwhile; the `start...` forms return a
+/// `Future` instead, for driving several links at once.
+public final class BLEStack {
+    /// The controller transport.
+    public let transport: HCITransport
+    /// The HCI layer (event loop, commands, ACL flow control).
+    public let host: HCIHost
+    /// What initialisation learnt about the controller.
+    public let info: ControllerInfo
+    /// The GAP central role: scanning and the connection manager.
+    public let central: Central
+    /// Live links made through this stack, by connection handle.
+    public private(set) var links: [UInt16: Link] = [:]
+    private var closed = false
+
+    /// Opens a transport and initialises the controller.
+    /// - Parameters:
+    ///   - spec: `hci0`, `serial:/dev/ttyACM0[,115200][,rtscts]`, `tcp:HOST:PORT` or `unix:/path`.
+    ///   - wake: what else wakes the event loop (`Wake.signals` for SIGINT/SIGTERM).
+    ///   - observers: packet taps (a tracer, a btsnoop writer).
+    /// - Returns: a ready stack.
+    /// - Throws: `TransportError` (cannot open), `HCIError` (initialisation failed).
+    public static func open(_ spec: String, wake: Wake = .none, observers: [PacketObserver] = []) throws -> BLEStack {
+        let t = try TransportSpec.parse(spec).open()
+        do {
+            return try BLEStack(transport: t, wake: wake, observers: observers)
+        } catch {
+            t.close()
+            throw error
+        }
+    }
+
+    /// Initialises the controller behind an open transport (HCI Reset and the
+    /// init sequence; a static random address when it has no public one).
+    /// - Parameters: see `open`.
+    /// - Throws: `HCIError`.
+    public init(transport: HCITransport, wake: Wake = .none, observers: [PacketObserver] = []) throws {
+        self.transport = transport
+        let h = HCIHost(transport: transport, wake: wake)
+        h.observers = observers
+        host = h
+        info = try h.initialize()
+        central = Central(host: h, info: info)
+    }
+
+    // MARK: finding
+
+    /// Scans until a device matching `filter` is heard.
+    /// - Parameters:
+    ///   - filter: what to look for.
+    ///   - timeoutMs: how long to scan.
+    ///   - active: active scanning (scan requests) or passive.
+    /// - Returns: the device, advertisement and scan response merged.
+    /// - Throws: `StackError.notFound` after `timeoutMs`; `HCIError`.
+    public func find(_ filter: DeviceFilter, timeoutMs: Int, active: Bool = true) throws -> DiscoveredDevice {
+        try central.startScan(active: active)
+        let found: DiscoveredDevice?
+        do {
+            found = try central.waitForDevice(until: Instant.now().adding(ms: timeoutMs)) { filter.matches($0) }
+        } catch {
+            try? central.stopScan()
+            throw error
+        }
+        try central.stopScan()
+        guard let d = found else { throw StackError.notFound(filter, heard: central.devices.count, ms: timeoutMs) }
+        return d
+    }
+
+    // MARK: connecting
+
+    /// Queues a connection (attempts run one at a time) and builds the link's
+    /// L2CAP, ATT bearer and GATT client when it completes.
+    /// - Returns: a future of the link; it fails with `GAPError` or `HCIError`.
+    public func startConnect(to address: DeviceAddress, timeoutMs: Int = 5000, parameters: ConnectionParameters = .oneShot) -> Future<Link> {
+        central.startConnect(to: address, timeoutMs: timeoutMs, parameters: parameters).map { [unowned self] c in self.attach(c) }
+    }
+
+    /// Connects and waits.
+    /// - Returns: the link.
+    /// - Throws: `GAPError.connectTimeout` (cancelled after `timeoutMs`),
+    ///   `GAPError.connectFailed`, `HCIError`.
+    public func connect(to address: DeviceAddress, timeoutMs: Int = 5000, parameters: ConnectionParameters = .oneShot) throws -> Link {
+        attach(try central.connect(to: address, timeoutMs: timeoutMs, parameters: parameters))
+    }
+
+    /// Wraps an existing connection in a `Link` (once per connection).
+    /// - Returns: the link for `connection`.
+    public func attach(_ connection: LEConnection) -> Link {
+        if let l = links[connection.handle], l.connection === connection { return l }
+        let l = Link(stack: self, connection: connection)
+        links[connection.handle] = l
+        return l
+    }
+
+    func forget(_ link: Link) {
+        if links[link.connection.handle] === link { links[link.connection.handle] = nil }
+    }
+
+    // MARK: closing
+
+    /// Stops scanning, cancels connection attempts, disconnects every link
+    /// (bounded waits), closes the host and the transport. Never throws. Idempotent.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        host.interruptible = false
+        if host.recoverForCleanup() {
+            if central.isScanning { try? central.stopScan() }
+            central.abortConnects()
+            for c in central.connections.values.sorted(by: { $0.handle < $1.handle }) where c.isConnected {
+                try? central.disconnect(c, timeoutMs: 1000)
+            }
+        }
+        host.close()
+        transport.close()
+    }
+}
+
+/// One connection with its L2CAP channels, ATT bearer and GATT client.
+/// An ATT transaction timeout makes the bearer unusable (Core Vol 3 Part F
+/// 3.3.3), so the link then disconnects itself.
+public final class Link {
+    /// The stack this link belongs to.
+    public unowned let stack: BLEStack
+    /// GAP's view: handle, peer, interval, state.
+    public let connection: LEConnection
+    /// L2CAP on this connection.
+    public let l2cap: L2CAPLink
+    /// The ATT bearer.
+    public let bearer: ATTBearer
+    /// The GATT client.
+    public let gatt: GATTClient
+    /// Called once when the link goes down, with the reason (nil: closed locally).
+    public var onDisconnect: ((HCIStatus?) -> Void)?
+
+    init(stack: BLEStack, connection: LEConnection) {
+        self.stack = stack
+        self.connection = connection
+        l2cap = L2CAPLink(host: stack.host, handle: connection.handle)
+        bearer = ATTBearer(link: l2cap)
+        gatt = GATTClient(bearer: bearer)
+        l2cap.onClose = { [weak self] reason in
+            guard let self else { return }
+            self.stack.forget(self)
+            self.onDisconnect?(reason)
+        }
+        bearer.onTimeout = { [weak self] _ in
+            guard let self, self.connection.isConnected else { return }
+            _ = self.stack.central.startDisconnect(self.connection)
+        }
+    }
+
+    /// True until Disconnection Complete.
+    public var isConnected: Bool { connection.isConnected }
+    /// The peer's address.
+    public var peer: DeviceAddress { connection.peer }
+
+    /// Sends Disconnect (reason 0x13).
+    /// - Returns: a future that succeeds at Disconnection Complete.
+    public func startDisconnect() -> Future<Void> { stack.central.startDisconnect(connection) }
+
+    /// Disconnects and waits (at most `timeoutMs`).
+    /// - Throws: `HCIError` when the controller rejects Disconnect.
+    public func disconnect(timeoutMs: Int = 1000) throws {
+        try stack.central.disconnect(connection, timeoutMs: timeoutMs)
+    }
+
+    // MARK: LED convenience
+
+    /// Finds the LED service and characteristics (see `LEDOperations.startDiscover`).
+    /// - Returns: the resolved LED characteristics.
+    /// - Throws: `GATTError`, `LEDOperations.Failure`, `ATTError`, `HCIError`.
+    public func resolveLED(profile: LEDProfile? = nil, advertised: [BluetoothUUID] = []) throws -> ResolvedLED {
+        try stack.host.wait(LEDOperations.startDiscover(gatt, profile: profile, advertised: advertised, deviceName: peer.description))
+    }
+
+    /// Writes a colour to an RGB LED and waits until it is written (Write
+    /// Responses received, or Write Commands confirmed sent).
+    /// - Throws: `GATTError`, `ATTError`, `HCIError`.
+    public func setColour(_ rgb: RGB, on led: ResolvedLED) throws {
+        _ = try stack.host.wait(LEDOperations.startSetColour(gatt, led, rgb))
+    }
+
+    /// Reads the colour of an RGB LED.
+    /// - Returns: the colour.
+    /// - Throws: `GATTError`, `ATTError`, `HCIError`.
+    public func readColour(of led: ResolvedLED) throws -> RGB {
+        try stack.host.wait(LEDOperations.startReadColour(gatt, led))
+    }
+}
+
+/// What a scan looks for.
+public enum DeviceFilter: Sendable, CustomStringConvertible {
+    /// A complete local name equal to this, or a shortened name it starts with.
+    case name(String)
+    /// This address (any address type).
+    case address(BDAddress)
+    /// A device listing this service UUID in its advertising data.
+    case service(BluetoothUUID)
+    /// A device advertising one of these profiles' LED services (default: all known).
+    case led([LEDProfile])
+    /// All of these.
+    indirect case all([DeviceFilter])
+
+    /// Whether `d` is what this filter describes.
+    /// - Returns: true on a match.
+    public func matches(_ d: DiscoveredDevice) -> Bool {
+        switch self {
+        case .name(let n):
+            for s in d.merged.structures {
+                if case let .localName(adv, complete) = s.field {
+                    if complete ? adv == n : (!adv.isEmpty && n.hasPrefix(adv)) { return true }
+                }
+            }
+            return false
+        case .address(let a): return d.address.address == a
+        case .service(let u): return d.serviceUUIDs.contains(u)
+        case .led(let ps):
+            let wanted = (ps.isEmpty ? LEDProfile.known : ps).map(\.service)
+            return d.serviceUUIDs.contains { wanted.contains($0) }
+        case .all(let fs): return fs.allSatisfy { $0.matches(d) }
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .name(let n): return "named '\(n)'"
+        case .address(let a): return "at \(a)"
+        case .service(let u): return "advertising service \(u)"
+        case .led: return "advertising a known LED service (pycom, particle or harness)"
+        case .all(let fs): return fs.map(\.description).joined(separator: " and ")
+        }
+    }
+}
+
+/// Failures of the facade itself (the layers' own errors pass through unchanged).
+public enum StackError: Error, Sendable, CustomStringConvertible {
+    /// No device matched within the scan time.
+    case notFound(DeviceFilter, heard: Int, ms: Int)
+
+    public var description: String {
+        switch self {
+        case let .notFound(f, heard, ms):
+            return "no device \(f) found within \(ms) ms (\(heard) other device(s) heard): check that it is powered, advertising and in range"
+        }
+    }
+}

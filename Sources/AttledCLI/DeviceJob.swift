@@ -1,0 +1,319 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Attled
+
+/// One target of set/get/send/listen, driven from when it is heard (or its
+/// address is known) to the end of its action: connect, resolve the LED
+/// characteristics, act. Every step is a `Future`, so several jobs run at
+/// once in the one event loop; the job records its own phases and result.
+final class DeviceJob {
+    /// Where the job is.
+    enum State {
+        /// Waiting to be heard by the scan.
+        case waiting
+        /// Its connection is queued or running.
+        case connecting
+        /// Connected: resolving and acting.
+        case working
+        /// Finished (successfully or not).
+        case finished
+    }
+
+    let target: Target
+    let opts: Options
+    let report: Report
+    let resolver: LEDResolver
+    private(set) var state = State.waiting
+    private(set) var failure: RunError?
+    private(set) var link: Link?
+    var device: DiscoveredDevice?
+    /// A Service Changed indication arrived: cached handles may be stale.
+    private var serviceChanged = false
+    /// Notifications received by `listen`.
+    private(set) var notifications = 0
+    /// Called when the job finishes.
+    var onFinish: ((DeviceJob) -> Void)?
+
+    /// When the run started (for the "done" line).
+    let runStart: Instant
+
+    init(target: Target, opts: Options, report: Report, resolver: LEDResolver, runStart: Instant) {
+        self.runStart = runStart
+        self.target = target
+        self.opts = opts
+        self.report = report
+        self.resolver = resolver
+    }
+
+    var isFinished: Bool { state == .finished }
+
+    /// The device's name for messages: its advertised name, the target name, or its address.
+    var deviceName: String { device?.name ?? target.name ?? link?.peer.description ?? target.label }
+
+    /// Ends the job with `error` (first outcome wins).
+    func fail(_ error: any Error) {
+        guard state != .finished else { return }
+        // A link that ended because the controller failed: report the controller's failure.
+        var cause = error
+        if case ATTError.disconnected(nil) = error, let hf = link?.stack.host.failure { cause = hf }
+        var re = classify(cause)
+        if re.code == .linkLost || re.code == .attError { re.message += " (during \(report.phase.word))" }
+        failure = re
+        finish()
+    }
+
+    /// Ends the job with a prepared error.
+    func fail(_ re: RunError) {
+        guard state != .finished else { return }
+        failure = re
+        finish()
+    }
+
+    private func finish() {
+        guard state != .finished else { return }
+        state = .finished
+        onFinish?(self)
+    }
+
+    /// Back to waiting for the scan (the cached address did not answer).
+    func waitAgain() { state = .waiting }
+
+    /// Ends a listening job normally (Ctrl-C, or the --timeout passed).
+    func endListening() {
+        guard state != .finished else { return }
+        report.done("\(notifications) notification(s)")
+        finish()
+    }
+
+    // MARK: connecting
+
+    /// The scan heard the target.
+    func heard(_ d: DiscoveredDevice) {
+        device = d
+        let prof = LEDProfile.detect(d.serviceUUIDs).map { ", \($0.name) service advertised" } ?? ""
+        report.done("\(d.name ?? "(no name)") \(d.address), rssi \(d.rssi) dBm\(prof)")
+        report.fields.append(("device", .object([("name", d.name.map { .string($0) } ?? .null), ("address", .string(d.address.address.description)),
+                                                 ("address_type", .string(d.address.type.description)), ("rssi", .int(Int(d.rssi)))])))
+    }
+
+    /// Queues the connection and, once up, runs the job.
+    /// - Parameters:
+    ///   - cached: the address came from the name cache (the message says so).
+    func connect(_ stack: BLEStack, to peer: DeviceAddress, timeoutMs: Int, cached: Bool = false) -> Future<Link> {
+        state = .connecting
+        report.begin(.connect)
+        return stack.startConnect(to: peer, timeoutMs: timeoutMs).map { [self] link in
+            let c = link.connection
+            let at = cached ? "\(target.name ?? "") at cached address \(peer), " : ""
+            report.done("\(at)handle 0x\(Hex.int(c.handle, width: 4)), interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms")
+            return link
+        }
+    }
+
+    /// Runs the job on a connected link.
+    func run(on link: Link) {
+        self.link = link
+        state = .working
+        link.bearer.transactionTimeoutMs = opts.attTimeoutMs ?? Session.defaultATTMs
+        link.bearer.onIndication = { [weak self] hv in self?.noteIndication(hv) }
+        link.l2cap.onConnectionParameterRequest = { [opts] p, ok in
+            if opts.trace != .off {
+                Console.err("attled: peer asked for connection interval \(formatMs(us: UInt64(p.intervalMin) * 1250, decimals: 2))-\(formatMs(us: UInt64(p.intervalMax) * 1250, decimals: 2)) ms: \(ok ? "accepted" : "rejected")")
+            }
+        }
+        let advertised = device?.serviceUUIDs ?? []
+        resolver.start(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
+            .flatMap { [self] (led, source) -> Future<Void> in
+                report.fields.append(("profile", .string(led.profile.name)))
+                report.fields.append(("cache", .string(source.rawValue)))
+                return act(link, led).recover { [self] e in
+                    // Cached handles the device rejects mean the cache was stale:
+                    // discover again in the same connection and redo the job.
+                    guard source == .cache, link.isConnected, Self.isStaleHandleError(e) else { throw e }
+                    report.progress("cached handles failed (\(e)); discovering again")
+                    return rediscoverAndAct(link, advertised)
+                }.flatMap { [self] () -> Future<Void> in
+                    guard source == .cache, serviceChanged, link.isConnected else { return .done }
+                    report.progress("cached handles changed (Service Changed); discovering again")
+                    return rediscoverAndAct(link, advertised)
+                }
+            }
+            .whenComplete { [self] r in
+                switch r {
+                case .success: finish()
+                case .failure(let e): fail(e)
+                }
+            }
+    }
+
+    private func rediscoverAndAct(_ link: Link, _ advertised: [BluetoothUUID]) -> Future<Void> {
+        resolver.cache?.remove(link.peer)
+        serviceChanged = false
+        return resolver.startDiscover(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
+            .flatMap { [self] led in act(link, led) }
+    }
+
+    /// An error that a stale cached handle explains (not a dead link or a silent peer).
+    static func isStaleHandleError(_ e: any Error) -> Bool {
+        if case ATTError.timeout = e { return false }
+        if case ATTError.disconnected = e { return false }
+        return e is ATTError || e is GATTError
+    }
+
+    /// A Service Changed indication (4-byte handle range, not one of ours)
+    /// invalidates what the cache holds for this device.
+    func noteIndication(_ hv: HandleValue) {
+        guard hv.value.count == 4 else { return }
+        serviceChanged = true
+        if let l = link { resolver.cache?.remove(l.peer) }
+        report.progress("the device indicated Service Changed (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
+    }
+
+    // MARK: actions
+
+    func act(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+        Future.attempt {
+            switch opts.command {
+            case .set: return setColour(link, led)
+            case .get: return get(link, led)
+            case .send: return try send(link, led)
+            case .listen: return try listen(link, led)
+            default: return .done
+            }
+        }
+    }
+
+    func setColour(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+        guard let rgb = opts.rgb else { return .done }
+        report.begin(.write)
+        return LEDOperations.startSetColour(link.gatt, led, rgb).map { [self] kinds in
+            let how = kinds.count == 2 ? "Write Request/Command" : (kinds.contains(true) ? "Write Request" : "Write Command")
+            report.done("\(rgb) with \(how) x3")
+            report.fields.append(("rgb", .array([.int(Int(rgb.r)), .int(Int(rgb.g)), .int(Int(rgb.b))])))
+            report.progress("\(pad("done", 8)) \(formatMs(us: Instant.now().usSince(runStart))) ms")
+        }
+    }
+
+    func get(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+        report.begin(.read)
+        if led.rgb != nil {
+            return LEDOperations.startReadColour(link.gatt, led).map { [self] rgb in
+                report.done("\(rgb)")
+                report.fields.append(("rgb", .array([rgb.r, rgb.g, rgb.b].map { .int(Int($0)) })))
+                if !opts.json { Console.out((opts.isMultiTarget ? "\(target.label) " : "") + "\(rgb.r),\(rgb.g),\(rgb.b) \(rgb.hex)") }
+            }
+        }
+        return Future.attempt {
+            let c = try pickCharacteristic(led, default: led.notifier ?? led.command)
+            guard c.properties.contains(.read) else { throw GATTError.notPermitted(c.uuid, operation: "reads", properties: c.properties) }
+            return link.gatt.startReadLong(c.valueHandle).map { [self] bytes in
+                report.done("\(c.uuid): \(Hex.string(bytes))")
+                report.fields.append(("value", .string(Hex.string(bytes, separator: ""))))
+                if !opts.json { Console.out((opts.isMultiTarget ? "\(target.label) " : "") + Hex.string(bytes, separator: "")) }
+            }
+        }
+    }
+
+    /// The characteristic named by --char, else `def`.
+    func pickCharacteristic(_ led: ResolvedLED, default def: Characteristic?) throws -> Characteristic {
+        if let name = opts.characteristic {
+            if let rgb = led.rgb, let i = ["red", "green", "blue"].firstIndex(of: name.lowercased()) { return rgb[i] }
+            guard let u = BluetoothUUID(name) else { throw UsageError("--char: '\(name)' is not red, green, blue or a UUID") }
+            guard let c = led.characteristics.first(where: { $0.uuid == u }) else {
+                throw GATTError.characteristicNotFound(u, service: led.profile.service)
+            }
+            return c
+        }
+        guard let c = def else { throw UsageError("the \(led.profile.name) profile has no default characteristic for this: name one with --char red|green|blue|UUID") }
+        return c
+    }
+
+    func send(_ link: Link, _ led: ResolvedLED) throws -> Future<Void> {
+        guard let value = opts.value else { return .done }
+        let c = try pickCharacteristic(led, default: led.command)
+        report.begin(.write)
+        return LEDOperations.startWrite(link.gatt, c, value).flatMap { withResponse -> Future<Bool> in
+            withResponse ? Future(value: true) : link.stack.host.startDrain(handle: link.connection.handle).map { false }
+        }.map { [self] withResponse in
+            report.done("\(Hex.string(value)) to \(c.uuid) (handle 0x\(Hex.int(c.valueHandle, width: 4))) with \(withResponse ? "Write Request" : "Write Command")")
+            report.fields.append(("value", .string(Hex.string(value, separator: ""))))
+        }
+    }
+
+    func listen(_ link: Link, _ led: ResolvedLED) throws -> Future<Void> {
+        let c = try pickCharacteristic(led, default: led.notifier)
+        guard c.properties.contains(.notify) || c.properties.contains(.indicate) else {
+            throw GATTError.notPermitted(c.uuid, operation: "notifications", properties: c.properties)
+        }
+        report.begin(.subscribe)
+        let limit = opts.count ?? Int.max
+        let done = Future<Void>()
+        let label = opts.isMultiTarget ? target.label : nil
+        let handler: (HandleValue) -> Void = { [weak self] hv in
+            guard let self, hv.handle == c.valueHandle, !done.isComplete else { return }
+            self.notifications += 1
+            if self.opts.json {
+                var o: [(String, JSON)] = [("event", .string("notification"))]
+                if let l = label { o.append(("device", .string(l))) }
+                o += [("handle", .int(Int(hv.handle))), ("uuid", .string(c.uuid.description)), ("value", .string(Hex.string(hv.value, separator: "")))]
+                Console.out(JSON.object(o).text)
+            } else {
+                Console.out((label.map { "\($0) " } ?? "") + "notification 0x\(Hex.int(hv.handle, width: 4)) \(c.uuid): \(Hex.string(hv.value))")
+            }
+            if self.notifications >= limit {
+                self.report.done("\(self.notifications) notification(s)")
+                done.succeed(())
+            }
+        }
+        link.bearer.onNotification = handler
+        link.bearer.onIndication = { [weak self] hv in
+            if hv.handle == c.valueHandle { handler(hv) } else { self?.noteIndication(hv) }
+        }
+        link.onDisconnect = { reason in done.fail(ATTError.disconnected(reason: reason)) }
+        return link.gatt.startSubscribe(c, indications: !c.properties.contains(.notify)).flatMap { [self] in
+            report.done("\(c.uuid) (handle 0x\(Hex.int(c.valueHandle, width: 4))); Ctrl-C stops")
+            report.begin(.listen)
+            return done
+        }
+    }
+
+    /// The JSON result object for this device.
+    func json(command: Options.Command, start: Instant) -> JSON {
+        var obj: [(String, JSON)] = [("ok", .bool(failure == nil)), ("command", .string(command.rawValue))]
+        if opts.isMultiTarget { obj.append(("target", .string(target.label))) }
+        obj += report.fields
+        obj.append(("phases_ms", report.phasesJSON))
+        obj.append(("total_ms", .double(Double(Instant.now().usSince(start) / 100) / 10)))
+        if let b = link?.bearer { obj.append(("att_transactions", .int(b.transactions.count))) }
+        if let e = failure { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int(e.code.rawValue)))) }
+        return .object(obj)
+    }
+}
+
+/// One device the command line names: by name, by address, or the first
+/// device advertising a known LED service; `--service` narrows each.
+struct Target {
+    var name: String?
+    var address: DeviceAddress?
+    var filter: DeviceFilter
+
+    /// How progress lines and results name it.
+    var label: String { name ?? address?.address.description ?? "LED" }
+
+    /// The targets the options describe, in command-line order (names first).
+    static func from(_ opts: Options) -> [Target] {
+        var extra: [DeviceFilter] = []
+        if let s = opts.service, opts.explicitProfile?.isCustom != true || opts.names.isEmpty { extra.append(.service(s)) }
+        var out: [Target] = opts.names.map { Target(name: $0, address: nil, filter: .all([.name($0)] + extra)) }
+        out += opts.addresses.map { Target(name: nil, address: $0, filter: .all([.address($0.address)] + extra)) }
+        if out.isEmpty {
+            let any: DeviceFilter = extra.isEmpty ? .led(opts.explicitProfile.map { [$0] } ?? []) : .all(extra)
+            out.append(Target(name: nil, address: nil, filter: any))
+        }
+        return out
+    }
+
+    /// "device named 'X'" for messages.
+    var description: String { "device " + filter.description }
+}
