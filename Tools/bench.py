@@ -258,8 +258,10 @@ def multi_section(args: argparse.Namespace, work: Path, base_env: dict, figures:
             except json.JSONDecodeError:
                 docs = []
             ivs = intervals(r["stderr"])
-            if len(names) == 1 and "" in ivs:  # a single target's lines carry no label
-                ivs = {names[0]: ivs[""]}
+            if len(names) == 1:  # a single target's progress lines and JSON object carry no label
+                ivs = {names[0]: ivs[""]} if "" in ivs else ivs
+                for d in docs:
+                    d.setdefault("target", names[0])
             r["ok"] = (r["rc"] == 0 and sorted(d.get("target", "") for d in docs) == sorted(names)
                        and all(d.get("ok") for d in docs) and all(n in ivs for n in names))
             if not r["ok"]:
@@ -324,7 +326,8 @@ def binary_section(args: argparse.Namespace, figures: dict) -> None:
     size = os.path.getsize(args.attled)
     starts = [timed([args.attled, "--version"], None)["wall"] for _ in range(50)]
     start_rss = timed([args.attled, "--version"], None)["rss"]
-    print(f"\nrelease binary: {size/1e6:.2f} MB ({args.attled}), start-up {statistics.median(starts)*1000:.2f} ms median of 50, "
+    label = "release binary" if "/release/" in args.attled else "binary (not a release build)"
+    print(f"\n{label}: {size/1e6:.2f} MB ({args.attled}), start-up {statistics.median(starts)*1000:.2f} ms median of 50, "
           f"peak RSS {start_rss/1024:.1f} MiB for --version")
     figures["binary"] = {"bytes": size, "startup_ms": statistics.median(starts) * 1000, "rss_kib": start_rss}
     if os.path.exists(args.bench_bin):

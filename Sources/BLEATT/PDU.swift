@@ -15,6 +15,14 @@ public struct GroupValue: Hashable, Sendable {
     public init(handle: UInt16, endGroup: UInt16, value: [UInt8]) { self.handle = handle; self.endGroup = endGroup; self.value = value }
 }
 
+/// One entry of a Find By Type Value Response (3.4.3.4): the attribute
+/// found and the end of its group.
+public struct HandlesInformation: Hashable, Sendable {
+    public var found: UInt16
+    public var groupEnd: UInt16
+    public init(found: UInt16, groupEnd: UInt16) { self.found = found; self.groupEnd = groupEnd }
+}
+
 /// Handle and type pair (Find Information).
 public struct HandleUUID: Hashable, Sendable {
     public var handle: UInt16
@@ -31,7 +39,7 @@ public enum ATTPDU: Hashable, Sendable {
     case findInformationRequest(start: UInt16, end: UInt16)
     case findInformationResponse([HandleUUID])
     case findByTypeValueRequest(start: UInt16, end: UInt16, type: UInt16, value: [UInt8])
-    case findByTypeValueResponse([(UInt16, UInt16)])
+    case findByTypeValueResponse([HandlesInformation])
     case readByTypeRequest(start: UInt16, end: UInt16, type: BluetoothUUID)
     case readByTypeResponse([HandleValue])
     case readRequest(handle: UInt16)
@@ -56,8 +64,6 @@ public enum ATTPDU: Hashable, Sendable {
     /// Any other opcode, with its parameters.
     case unknown(ATTOpcode, [UInt8])
 
-    public static func == (a: ATTPDU, b: ATTPDU) -> Bool { a.encoded == b.encoded }
-    public func hash(into h: inout Hasher) { h.combine(encoded) }
 
     public var opcode: ATTOpcode {
         switch self {
@@ -106,7 +112,7 @@ public enum ATTPDU: Hashable, Sendable {
             w.u8(format)
             for hu in list { w.u16(hu.handle); w.append(format == 1 ? hu.uuid.attWire : hu.uuid.bytes128) }
         case let .findByTypeValueRequest(s, e, t, v): w.u16(s); w.u16(e); w.u16(t); w.append(v)
-        case let .findByTypeValueResponse(list): for (a, b) in list { w.u16(a); w.u16(b) }
+        case let .findByTypeValueResponse(list): for h in list { w.u16(h.found); w.u16(h.groupEnd) }
         case let .readByTypeRequest(s, e, t), let .readByGroupTypeRequest(s, e, t): w.u16(s); w.u16(e); w.append(t.attWire)
         case let .readByTypeResponse(list):
             w.u8(UInt8(truncatingIfNeeded: 2 + (list.first?.value.count ?? 0)))
@@ -165,8 +171,8 @@ public enum ATTPDU: Hashable, Sendable {
             guard r.remaining > 0, r.remaining % 4 == 0 else {
                 throw WireError.invalid(field: "Handles Information List", reason: "\(r.remaining) bytes is not a non-zero multiple of 4")
             }
-            var out: [(UInt16, UInt16)] = []
-            while !r.isAtEnd { out.append((try r.u16("Found Attribute Handle"), try r.u16("Group End Handle"))) }
+            var out: [HandlesInformation] = []
+            while !r.isAtEnd { out.append(HandlesInformation(found: try r.u16("Found Attribute Handle"), groupEnd: try r.u16("Group End Handle"))) }
             return .findByTypeValueResponse(out)
         case .readByTypeRequest, .readByGroupTypeRequest:
             let s = try r.u16("Starting Handle"), e = try r.u16("Ending Handle")

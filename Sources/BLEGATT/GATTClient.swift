@@ -98,10 +98,10 @@ public final class GATTClient {
             guard case let .findByTypeValueResponse(list) = rsp, let first = list.first else {
                 throw ATTError.unexpectedResponse(request: .findByTypeValueRequest, received: rsp.opcode)
             }
-            guard first.1 >= first.0, first.0 > 0 else {
-                throw GATTError.malformed(procedure: "service discovery by UUID", reason: "group 0x\(Hex.int(first.0, width: 4))-0x\(Hex.int(first.1, width: 4))")
+            guard first.groupEnd >= first.found, first.found > 0 else {
+                throw GATTError.malformed(procedure: "service discovery by UUID", reason: "group 0x\(Hex.int(first.found, width: 4))-0x\(Hex.int(first.groupEnd, width: 4))")
             }
-            return Service(uuid: uuid, start: first.0, end: first.1)
+            return Service(uuid: uuid, start: first.found, end: first.groupEnd)
         }
     }
 

@@ -343,7 +343,7 @@ public final class PacketDecoder {
             f += ["\(i)Handle range: \(range(s, e))", "\(i)Attribute type: \(Self.uuidName(BluetoothUUID(uint16: t)))"]
             f.append("\(i)UUID: " + (BluetoothUUID(wire: v).map { Self.uuidName($0) } ?? Hex.string(v)))
         case .findByTypeValueResponse(let l):
-            for (a, b) in l { f.append("\(i)Handle range: \(range(a, b))") }
+            for h in l { f.append("\(i)Handle range: \(range(h.found, h.groupEnd))") }
         case let .readByTypeRequest(s, e, t), let .readByGroupTypeRequest(s, e, t):
             f += ["\(i)Handle range: \(range(s, e))", "\(i)Attribute type: \(Self.uuidName(t))"]
         case .readByTypeResponse(let l):

@@ -18,7 +18,7 @@ let attVectors: [(ATTPDU, String)] = [
      "05 01 04 00 02 29 05 00 01 29"),
     (.findInformationResponse([HandleUUID(handle: 0x10, uuid: red)]), "05 02 10 00 61 62 33 34 35 36 37 38 39 30 31 32 33 34 35 36"),
     (.findByTypeValueRequest(start: 1, end: 0xFFFF, type: 0x2800, value: hex("0d 18")), "06 01 00 ff ff 00 28 0d 18"),
-    (.findByTypeValueResponse([(0x0010, 0x0020), (0x0030, 0xFFFF)]), "07 10 00 20 00 30 00 ff ff"),
+    (.findByTypeValueResponse([HandlesInformation(found: 0x0010, groupEnd: 0x0020), HandlesInformation(found: 0x0030, groupEnd: 0xFFFF)]), "07 10 00 20 00 30 00 ff ff"),
     (.readByTypeRequest(start: 1, end: 0xFFFF, type: BluetoothUUID(uint16: 0x2803)), "08 01 00 ff ff 03 28"),
     (.readByTypeRequest(start: 1, end: 0xFFFF, type: red), "08 01 00 ff ff 61 62 33 34 35 36 37 38 39 30 31 32 33 34 35 36"),
     (.readByTypeResponse([HandleValue(handle: 2, value: hex("0a 03 00 00 2a")), HandleValue(handle: 4, value: hex("02 05 00 01 2a"))]),
