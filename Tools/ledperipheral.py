@@ -34,6 +34,10 @@ with the wrong opcode, send truncated or oversized PDUs, unsolicited Error
 Responses, notifications for undeclared handles, notification floods and
 indications, ask for a 23-byte MTU and request illegal connection parameters.
 
+Profile ``gattdb`` (Tools/gattdb.py, listed in OTHER_PROFILES) is a
+LedPeripheral subclass with a random GATT database built from a seed in place
+of an LED service; it shares the options, the ATT screen and the faults.
+
 The module is importable on its own: ``PeripheralOptions.parse()`` reads the
 ``NAME:PROFILE[:key=value,...]`` syntax, ``LedPeripheral(opts, emit)`` builds
 the Bumble Device around a ``bumble.host.Host``, ``await p.start()`` powers it
@@ -156,6 +160,20 @@ PROFILES: dict[str, ProfileSpec] = {
     ),
 }
 
+# Profiles built by other modules on the same options and LedPeripheral
+# machinery: profile name -> module in Tools/.  The module provides
+# OPTION_KEYS (its extra device keys), check_options(opts) (raises
+# ValueError) and PERIPHERAL (a LedPeripheral subclass).
+OTHER_PROFILES = {"gattdb": "gattdb"}
+
+
+def other_profile(name: str):
+    """The module serving a profile of OTHER_PROFILES (imported on first use)."""
+    import importlib
+
+    return importlib.import_module(OTHER_PROFILES[name])
+
+
 # Harness commands: byte -> (button index, pressed)
 HARNESS_COMMANDS = {1: (0, 1), 0: (0, 0), 3: (1, 1), 4: (1, 0)}
 
@@ -183,7 +201,7 @@ RESPONSE_FOR = {op: op + 1 for op in REQUEST_NAMES.values()}
 
 FAULT_KINDS = (
     "disconnect_on", "disconnect_after", "no_answer", "wrong_opcode", "truncate", "oversize",
-    "spurious_error", "stray_notify", "flood", "indicate",
+    "spurious_error", "stray_notify", "flood", "indicate", "corrupt",
 )
 
 FAULT_HELP = """\
@@ -217,6 +235,11 @@ read_multiple read_by_group write prepare_write execute_write (or a hex opcode).
                                       the first LED characteristic's value handle),
                                       then answer; reports indication_confirmed
                                       {ms} or indication_unconfirmed (after 2 s)
+  fault_corrupt=REQ                   flip (XOR 0xff) the last byte of the
+                                      response: for prepare_write, the echoed
+                                      part value no longer matches what was
+                                      sent (the server still queued the right
+                                      bytes)
 Every fault applied is reported as {"event":"fault","kind":..,"request":..,"nth":N,...}.
 Related keys: mtu=23 (ask for / allow only a 23-byte ATT_MTU),
 conn_update_params=IMIN,IMAX,LAT,TO (e.g. 4,2,600,5: illegal),
@@ -288,6 +311,7 @@ class PeripheralOptions:
     conn_update_params: tuple[int, int, int, int] | None = None  # raw units; None = 24,40,0,400
     mtu: int | None = None  # server ATT_MTU limit, and the peer's own Exchange MTU Request
     faults: list[Fault] = dataclasses.field(default_factory=list)
+    profile_options: dict[str, str] = dataclasses.field(default_factory=dict)  # OTHER_PROFILES keys
 
     KEYS = (
         "interval", "addr", "name_in", "short", "conn_update", "conn_update_delay",
@@ -316,8 +340,9 @@ class PeripheralOptions:
         if not sep or not name:
             raise ValueError(f"device spec {spec!r}: expected NAME:PROFILE[:opts]")
         profile, _, opt_text = rest.partition(":")
-        if profile not in PROFILES:
+        if profile not in PROFILES and profile not in OTHER_PROFILES:
             raise ValueError(f"device spec {spec!r}: unknown profile {profile!r}")
+        other_keys = other_profile(profile).OPTION_KEYS if profile in OTHER_PROFILES else ()
         opts = cls(name=name, profile=profile, address=default_address(index))
         # Split options on commas, but glue value fragments (e.g. init=1,2,3)
         # back onto the previous key when the fragment has no '='.
@@ -378,13 +403,17 @@ class PeripheralOptions:
                 if len(rgb) != 3 or not all(0 <= v <= 255 for v in rgb):
                     raise ValueError(f"init must be R,G,B with 0..255, not {value!r}")
                 opts.init = rgb  # type: ignore[assignment]
+            elif key in other_keys:
+                opts.profile_options[key] = value
             else:
-                raise ValueError(f"device spec {spec!r}: unknown option {key!r} (known: {cls.KEYS})")
+                raise ValueError(f"device spec {spec!r}: unknown option {key!r} (known: {cls.KEYS + tuple(other_keys)})")
         addr = hci.Address(opts.address)
         if (addr.address_bytes[5] & 0xC0) != 0xC0:
             raise ValueError(f"address {opts.address} is not a static random address (top bits 11)")
         if opts.notify_every_ms and profile != "harness":
             raise ValueError("notify_every is only for the harness profile")
+        if profile in OTHER_PROFILES:
+            other_profile(profile).check_options(opts)
         return opts
 
 
@@ -408,7 +437,7 @@ def build_advertising_data(opts: PeripheralOptions) -> bytes:
         text = opts.name if opts.short_len is None else opts.name[: opts.short_len]
         ad_type = AD_COMPLETE_NAME if opts.name_in == "adv" else AD_SHORTENED_NAME
         body += _ad(ad_type, text.encode("utf-8"))
-    if opts.advertise_uuid:
+    if opts.advertise_uuid and opts.profile in PROFILES:
         body += _ad(AD_COMPLETE_128, uuid128_le(PROFILES[opts.profile].service_uuid))
     flags = _ad(AD_FLAGS, bytes([ADV_FLAGS_VALUE]))
     if opts.flags == "1" or (opts.flags == "auto" and len(flags) + len(body) <= LEGACY_ADV_DATA_MAX):
@@ -424,6 +453,13 @@ def build_advertising_data(opts: PeripheralOptions) -> bytes:
 # -----------------------------------------------------------------------------
 # The peripheral
 # -----------------------------------------------------------------------------
+def make_peripheral(opts: PeripheralOptions, emit: Emit) -> LedPeripheral:
+    """The peripheral for ``opts.profile``: a LedPeripheral, or the subclass of an OTHER_PROFILES module."""
+    if opts.profile in OTHER_PROFILES:
+        return other_profile(opts.profile).PERIPHERAL(opts, emit)
+    return LedPeripheral(opts, emit)
+
+
 class LedPeripheral:
     """One LED peripheral: a Bumble Device with an enforcing GATT server.
 
@@ -466,7 +502,8 @@ class LedPeripheral:
 
     def __init__(self, opts: PeripheralOptions, emit: Emit) -> None:
         self.opts = opts
-        self.spec = PROFILES[opts.profile]
+        # OTHER_PROFILES get an empty spec: their subclass builds the services.
+        self.spec = PROFILES.get(opts.profile) or ProfileSpec(opts.profile, "", ())
         self._emit = emit
         self.adv_data = build_advertising_data(opts)
         self.device: Device | None = None
@@ -541,13 +578,9 @@ class LedPeripheral:
         device = Device(config=config, host=host)
         self.device = device
 
-        device.add_service(self._build_service())
+        self._add_services(device)
         if self.opts.mtu:
             device.gatt_server.max_mtu = self.opts.mtu
-        # Value handles are assigned by add_service.
-        for spec in self.spec.chars:
-            ch = self.chars[spec.role]
-            self._by_handle[ch.handle] = (spec, ch)
 
         self._install_att_screen(device)
         self._install_smp_observer(device)
@@ -555,6 +588,14 @@ class LedPeripheral:
         device.on(Device.EVENT_CONNECTION, self._on_connection)
         device.on("characteristic_subscription", self._on_subscription)
         return device
+
+    def _add_services(self, device: Device) -> None:
+        """Add the profile's services (a subclass may add others)."""
+        device.add_service(self._build_service())
+        # Value handles are assigned by add_service.
+        for spec in self.spec.chars:
+            ch = self.chars[spec.role]
+            self._by_handle[ch.handle] = (spec, ch)
 
     def _build_service(self) -> Service:
         chars = []
@@ -866,7 +907,7 @@ class LedPeripheral:
                 self._emit_fault(fault)
                 return False
         for fault in active:
-            if fault.kind in ("wrong_opcode", "truncate", "oversize", "disconnect_after"):
+            if fault.kind in ("wrong_opcode", "truncate", "oversize", "disconnect_after", "corrupt"):
                 saved_mtu = bearer.att_mtu
                 if fault.kind == "oversize":
                     bearer.att_mtu = OVERSIZE_BUILD_MTU  # Bumble builds the response for this MTU
@@ -901,6 +942,8 @@ class LedPeripheral:
         elif fault.kind == "oversize":
             bearer.att_mtu = saved_mtu
             raw = self._oversized(raw, saved_mtu)
+        elif fault.kind == "corrupt" and len(raw) > 1:
+            raw[-1] ^= 0xFF
         self._emit_fault(fault, response=original, pdu=bytes(raw).hex(), length=len(raw), mtu=saved_mtu)
         server.send_gatt_pdu(bearer, bytes(raw))
 

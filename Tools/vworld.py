@@ -13,7 +13,10 @@ One process, one Bumble LocalLink (the "air"), and on it:
   attached is refused (closed at once, "host_refused" event).
 * LED peripherals (``--device NAME:PROFILE[:key=value,...]``, repeatable): a
   Bumble Device with the pycom / particle / harness GATT profile on its own
-  virtual controller (see ledperipheral.py for the options and behaviour).
+  virtual controller (see ledperipheral.py for the options and behaviour),
+  or with profile ``gattdb``: a random GATT database built from a seed
+  (``NAME:gattdb:seed=N[,mtu=23,last_ffff=1,...]``), which prints its whole
+  database as a "gatt_database" event before "ready" (see gattdb.py).
 
 Alternatively ``--peripheral-transport SPEC`` attaches the (single) --device
 to an external controller over a Bumble transport (e.g. tcp-client:HOST:PORT).
@@ -74,7 +77,9 @@ from bumble.snoop import BtSnooper, Snooper  # noqa: E402
 from bumble.transport import open_transport  # noqa: E402
 from bumble.transport.common import AsyncPipeSink, PacketParser  # noqa: E402
 
-from ledperipheral import FAULT_HELP, LedPeripheral, PeripheralOptions, build_advertising_data  # noqa: E402
+from ledperipheral import (  # noqa: E402
+    FAULT_HELP, LedPeripheral, PeripheralOptions, build_advertising_data, make_peripheral,
+)
 
 logger = logging.getLogger("vworld")
 
@@ -529,7 +534,8 @@ def parse_args(argv=None):
         description="Virtual BLE world: Bumble host controllers + LED peripherals on one link.",
         epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N\n"
         "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B\n"
-        "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n\n"
+        "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n"
+        "gattdb profile: seed=N last_ffff=1 (see Tools/gattdb.py)\n\n"
         + FAULT_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -537,7 +543,7 @@ def parse_args(argv=None):
                         help="host controller transport: tcp-server:127.0.0.1:PORT, "
                         "unix-server:/path.sock, pty:/path/link (repeatable)")
     parser.add_argument("--device", action="append", default=[], metavar="NAME:PROFILE[:k=v,...]",
-                        help="LED peripheral, profile pycom|particle|harness (repeatable)")
+                        help="peripheral, profile pycom|particle|harness|gattdb (repeatable)")
     parser.add_argument("--legacy-reports", action="store_true",
                         help="host controllers hide extended advertising: legacy LE Advertising Reports")
     parser.add_argument("--spec-controller", action="store_true",
@@ -622,7 +628,7 @@ async def run(args) -> int:
 
         for opts in args.device_options:
             index = len(peripherals)
-            peripheral = LedPeripheral(opts, emit)
+            peripheral = make_peripheral(opts, emit)
             if args.peripheral_transport:
                 transport = await open_transport(args.peripheral_transport)
                 transports.append(transport)
