@@ -45,8 +45,16 @@ let package = Package(
         // Parser throughput micro-benchmark (make bench).
         .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI"],
+                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
+        // libcrypto (AES-128, AES-CMAC, P-256) from Debian's libssl-dev; `link "crypto"` in its
+        // module map: the shared library normally, libcrypto.a in the -static-executable build.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL",
+                       providers: [.apt(["libssl-dev"])]),
+        // Security Manager (Core Vol 3 Part H): PDUs, crypto toolbox, the central's pairing state machine.
+        .target(name: "BLESMP", dependencies: ["BLEWire", "COpenSSL"], swiftSettings: strict),
+        // Checks the SMP crypto against the specification's sample data; proves OpenSSL links (also fully static).
+        .executableTarget(name: "smp-selftest", dependencies: ["BLESMP"], swiftSettings: strict),
     ]
 )

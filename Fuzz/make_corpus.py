@@ -166,6 +166,12 @@ for spec in ["hci0", "hci65535", "tcp:127.0.0.1:9000", "tcp:[::1]:1", "unix:/run
     seed("transport-spec", spec.encode())
 for cap in CAPTURES:
     seed("btsnoop", cap.read_bytes(), limit=1 << 20)
+# SMP: no capture pairs, so the seeds are written by hand (smp_seeds.py).
+import sys  # noqa: E402
+sys.path.insert(0, str(HERE))
+from smp_seeds import smp_seeds  # noqa: E402
+for s in smp_seeds():
+    seed("smp", s)
 
 for harness, files in sorted(seeds.items()):
     d = CORPUS / harness

@@ -9,17 +9,18 @@
 #   Fuzz/run.sh minimize [HARNESS...]       shrink corpus/<harness> to the inputs that add coverage
 #   Fuzz/run.sh list                        the harness names
 #
-# Needs only the Swift toolchain (its libFuzzer and ASan runtimes) and the
-# libbluetooth-dev headers the root package needs too. The stack's modules
-# are compiled with swiftc straight from Sources/, one static library per
-# module in dependency order, instrumented with -sanitize=fuzzer,address.
+# Needs only the Swift toolchain (its libFuzzer and ASan runtimes), and the
+# libbluetooth-dev headers and libssl-dev (libcrypto) the root package needs
+# too. The stack's modules are compiled with swiftc straight from Sources/,
+# one static library per module in dependency order, instrumented with
+# -sanitize=fuzzer,address.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 out="$here/.build"
 SWIFTC=${SWIFTC:-swiftc}
-HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec)
+HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp)
 # Module, then the modules it imports, in an order that builds dependencies first.
 MODULES=(
   "BLEWire"
@@ -32,14 +33,15 @@ MODULES=(
   "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT"
   "LEDProfile BLEWire BLEGATT"
   "AttledCLI BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile"
+  "BLESMP BLEWire"
 )
-FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth")
+FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/COpenSSL")
 
 die() { echo "fuzz: $*" >&2; exit 1; }
 
 max_len() {
   case $1 in
-    transport-spec) echo 256 ;; cli|trace|adv) echo 1024 ;; hci-event|signalling) echo 300 ;;
+    transport-spec) echo 256 ;; cli|trace|adv|smp) echo 1024 ;; hci-event|signalling) echo 300 ;;
     btsnoop) echo 16384 ;; *) echo 4096 ;;
   esac
 }

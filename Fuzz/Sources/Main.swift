@@ -17,6 +17,7 @@ nonisolated(unsafe) let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
     ("trace", fuzzTrace),
     ("cli", fuzzCLI),
     ("transport-spec", fuzzTransportSpec),
+    ("smp", fuzzSMP),
 ]
 
 nonisolated(unsafe) var selectedHarness: (([UInt8]) -> Void)? = nil

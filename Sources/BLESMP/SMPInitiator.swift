@@ -1,0 +1,549 @@
+import BLEWire
+
+/// Our identity, distributed to the peer when it asks for IdKey (Core Vol 3
+/// Part H 3.6.4, 3.6.5).
+public struct LocalIdentity: Hashable, Sendable, CustomStringConvertible {
+    public var irk: SMPSecret
+    /// A public or static random address.
+    public var address: DeviceAddress
+    public init(irk: SMPSecret, address: DeviceAddress) {
+        self.irk = irk
+        self.address = address
+    }
+    public var description: String { "identity \(address) IRK \(irk)" }
+}
+
+/// A key to encrypt a link with (LE Enable Encryption): the LTK with its EDIV
+/// and Rand (zero for LE Secure Connections and for the STK).
+public struct LongTermKey: Hashable, Sendable, CustomStringConvertible {
+    public var key: SMPSecret
+    public var ediv: UInt16
+    public var rand: UInt64
+    /// Pairing that made it: LE Secure Connections or legacy.
+    public var secureConnections: Bool
+    /// MITM-protected (never for Just Works).
+    public var authenticated: Bool
+    /// Negotiated encryption key size, 7 ... 16.
+    public var keySize: Int
+
+    public init(key: SMPSecret, ediv: UInt16 = 0, rand: UInt64 = 0, secureConnections: Bool, authenticated: Bool = false, keySize: Int = 16) {
+        self.key = key
+        self.ediv = ediv
+        self.rand = rand
+        self.secureConnections = secureConnections
+        self.authenticated = authenticated
+        self.keySize = keySize
+    }
+
+    public var description: String {
+        "LTK \(key) (\(secureConnections ? "Secure Connections" : "legacy"), \(authenticated ? "authenticated" : "unauthenticated"), \(keySize) bytes)"
+    }
+}
+
+/// The peer's identity: its IRK and its public or static random address.
+public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
+    public var irk: SMPSecret
+    public var address: DeviceAddress
+    public var description: String { "identity \(address) IRK \(irk)" }
+}
+
+/// What a finished pairing leaves behind. Printing it never shows a key.
+public struct PairingResult: Hashable, Sendable, CustomStringConvertible {
+    public var secureConnections: Bool
+    /// Both sides set Bonding: the keys are meant to be stored.
+    public var bonded: Bool
+    public var encryptionKeySize: Int
+    /// The key for later re-encryption: the LTK derived by f5 (Secure
+    /// Connections), or the LTK, EDIV and Rand the peer distributed (legacy;
+    /// nil when it distributed none: the STK is never stored).
+    public var longTermKey: LongTermKey?
+    public var peerIdentity: PeerIdentity?
+    public var peerCSRK: SMPSecret?
+    /// The identity we distributed, if the peer asked for it.
+    public var sentIdentity: LocalIdentity?
+
+    public var description: String {
+        var parts = [secureConnections ? "LE Secure Connections" : "LE legacy", "Just Works", bonded ? "bonded" : "not bonded",
+                     "key size \(encryptionKeySize)"]
+        if longTermKey != nil { parts.append("LTK") }
+        if let id = peerIdentity { parts.append("peer \(id.address) with IRK") }
+        if peerCSRK != nil { parts.append("peer CSRK") }
+        if sentIdentity != nil { parts.append("our identity sent") }
+        return parts.joined(separator: ", ")
+    }
+}
+
+/// Why pairing ended without keys.
+public enum PairingFailure: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The peer sent Pairing Failed with this reason.
+    case peer(PairingFailedReason)
+    /// We sent Pairing Failed with this reason; `detail` says why (never key material).
+    case local(PairingFailedReason, detail: String)
+    /// Encryption with the STK or LTK failed (HCI status of Encryption Change).
+    case encryption(status: UInt8)
+    /// SMP's 30 s timer expired (3.4): no further SMP PDU may be sent on this link.
+    case timeout
+
+    public var description: String {
+        switch self {
+        case let .peer(r): return "the peer ended pairing: \(r)"
+        case let .local(r, detail): return "pairing failed: \(r): \(detail)"
+        case let .encryption(status): return "encryption failed with status 0x\(Hex.int(status, width: 2))"
+        case .timeout: return "pairing timed out (SMP's 30 s)"
+        }
+    }
+
+    /// The Pairing Failed reason, received or sent.
+    public var reason: PairingFailedReason? {
+        switch self {
+        case let .peer(r), let .local(r, _): return r
+        case .encryption, .timeout: return nil
+        }
+    }
+}
+
+/// What the caller does next.
+public enum SMPAction: Hashable, Sendable, CustomStringConvertible {
+    /// Send these bytes on the SMP channel (CID 0x0006), and restart SMP's
+    /// 30 s timer (3.4).
+    case send([UInt8])
+    /// Encrypt the link (LE Enable Encryption) with this key, EDIV and Rand,
+    /// then report the Encryption Change with `encryptionChanged`.
+    case startEncryption(LongTermKey)
+    /// Pairing finished; stop the timer.
+    case complete(PairingResult)
+    /// Pairing ended; stop the timer.
+    case failed(PairingFailure)
+
+    public var description: String {
+        switch self {
+        case let .send(b): return "send \(SMPPDU.describe(bytes: b, showKeys: false))"
+        case let .startEncryption(k): return "start encryption with \(k)"
+        case let .complete(r): return "complete: \(r)"
+        case let .failed(f): return "failed: \(f)"
+        }
+    }
+}
+
+/// What the pairing settings are. Only Just Works: attled has no display or
+/// keyboard, so the IO capability is always NoInputNoOutput and MITM is never
+/// requested.
+public struct SMPConfiguration: Hashable, Sendable {
+    /// Set Bonding in AuthReq (keys to be stored).
+    public var bonding = true
+    /// Offer LE Secure Connections.
+    public var secureConnections = true
+    /// Fall back to LE legacy pairing when the peer does not do Secure
+    /// Connections; false is Secure Connections Only mode (fails with
+    /// Authentication Requirements).
+    public var allowLegacy = true
+    /// Maximum Encryption Key Size we offer (7 ... 16).
+    public var maxEncryptionKeySize: UInt8 = 16
+    /// The smallest negotiated key size we accept (7 ... 16).
+    public var minEncryptionKeySize: UInt8 = 7
+    /// Keys we ask the peer for.
+    public var peerKeys: KeyDistribution = [.encKey, .idKey]
+    /// Our identity, offered (IdKey) when set.
+    public var localIdentity: LocalIdentity?
+
+    public init() {}
+}
+
+/// The central's side of LE pairing (Core Vol 3 Part H 2.3, 3.5, 3.6, C.2):
+/// a sans-IO state machine. Feed it received SMP PDUs (`receive`), the
+/// Encryption Change (`encryptionChanged`) and the expiry of SMP's timer
+/// (`timeout`); it answers with actions and never performs I/O.
+///
+/// Supports Just Works with LE Secure Connections (P-256 key exchange, f4
+/// confirm, f5 keys, f6 DHKey checks) and LE legacy pairing (TK 0, c1, s1),
+/// then key distribution. One instance is one pairing.
+///
+/// Timer: SMP's 30 s timer (`timeoutMs`) is the caller's. Restart it for
+/// every `.send`, stop it at `.complete` or `.failed`, and call `timeout()`
+/// when it fires; after that no SMP PDU may be sent on the link until it is
+/// reconnected (3.4).
+public struct SMPInitiator {
+    /// SMP's transaction timeout (Core Vol 3 Part H 3.4).
+    public static let timeoutMs = 30_000
+
+    /// Where the pairing stands.
+    public enum Phase: Hashable, Sendable {
+        case idle
+        case awaitingPairingResponse
+        case awaitingPublicKey
+        case awaitingConfirm
+        case awaitingRandom
+        case awaitingDHKeyCheck
+        case awaitingEncryption
+        case awaitingPeerKeys
+        case complete
+        case failed
+    }
+
+    public let configuration: SMPConfiguration
+    /// The addresses the link was made with (for c1, f5, f6).
+    public let initiator: DeviceAddress
+    public let responder: DeviceAddress
+    public private(set) var phase: Phase = .idle
+
+    // Negotiation.
+    private var request: PairingParameters
+    private var response: PairingParameters?
+    private var preq: [UInt8] = []
+    private var pres: [UInt8] = []
+    private var secureConnections = false
+    private var keySize = 16
+
+    // Secure Connections.
+    private var keyPair: P256KeyPair?
+    private var peerPublicKey: [UInt8] = []
+    private var dhKey: [UInt8] = []
+    private var macKey: [UInt8] = []
+
+    // Both methods: our random (Na / Mrand), the peer's confirm (Cb / Sconfirm).
+    private var localRandom: [UInt8] = []
+    private var peerConfirm: [UInt8] = []
+    private var linkKey: LongTermKey?
+
+    // Key distribution.
+    private var expectedPeerPDUs: [SMPCode] = []
+    private var earlyPDUs: [[UInt8]] = []
+    private var result = PairingResult(secureConnections: false, bonded: false, encryptionKeySize: 16)
+    private var pendingLTK: SMPSecret?
+    private var pendingIRK: SMPSecret?
+
+    public init(configuration: SMPConfiguration = SMPConfiguration(), initiator: DeviceAddress, responder: DeviceAddress) {
+        self.configuration = configuration
+        self.initiator = initiator
+        self.responder = responder
+        var auth: AuthReq = []
+        if configuration.bonding { auth.insert(.bonding) }
+        if configuration.secureConnections { auth.insert(.secureConnections) }
+        request = PairingParameters(ioCapability: .noInputNoOutput, oobDataFlag: .notPresent, authReq: auth,
+                                    maxEncryptionKeySize: min(16, max(7, configuration.maxEncryptionKeySize)),
+                                    initiatorKeyDistribution: configuration.localIdentity == nil ? [] : [.idKey],
+                                    responderKeyDistribution: configuration.peerKeys.intersection([.encKey, .idKey, .signKey]))
+    }
+
+    /// Still pairing: started and neither complete nor failed.
+    public var isActive: Bool { phase != .idle && phase != .complete && phase != .failed }
+
+    /// Starts pairing: sends the Pairing Request.
+    public mutating func start() -> [SMPAction] {
+        guard phase == .idle else { return [] }
+        preq = SMPPDU.pairingRequest(request).encoded
+        phase = .awaitingPairingResponse
+        return [.send(preq)]
+    }
+
+    /// Cancels a pairing in progress, telling the peer `reason`.
+    public mutating func cancel(reason: PairingFailedReason = .unspecifiedReason) -> [SMPAction] {
+        guard isActive else { return [] }
+        return fail(reason, "cancelled")
+    }
+
+    /// SMP's 30 s timer expired: pairing failed, and nothing more is sent.
+    public mutating func timeout() -> [SMPAction] {
+        guard isActive else { return [] }
+        phase = .failed
+        wipe()
+        return [.failed(.timeout)]
+    }
+
+    /// The Encryption Change (or Encryption Key Refresh Complete) for the
+    /// link: status 0 and encryption on continue with key distribution.
+    public mutating func encryptionChanged(status: UInt8, enabled: Bool = true) -> [SMPAction] {
+        guard phase == .awaitingEncryption else { return [] }
+        guard status == 0, enabled else {
+            phase = .failed
+            wipe()
+            return [.failed(.encryption(status: status))]
+        }
+        phase = .awaitingPeerKeys
+        // Secure Connections never distributes the LTK (3.6.1); LinkKey has no LE PDU.
+        guard let negotiated = response else { return fail(.unspecifiedReason, "no Pairing Response") }
+        let peer = negotiated.responderKeyDistribution
+        if peer.contains(.encKey) && !secureConnections { expectedPeerPDUs += [.encryptionInformation, .centralIdentification] }
+        if peer.contains(.idKey) { expectedPeerPDUs += [.identityInformation, .identityAddressInformation] }
+        if peer.contains(.signKey) { expectedPeerPDUs.append(.signingInformation) }
+        var actions: [SMPAction] = []
+        if expectedPeerPDUs.isEmpty { return distributeAndComplete() }
+        let early = earlyPDUs
+        earlyPDUs = []
+        for pdu in early where phase == .awaitingPeerKeys { actions += receive(pdu) }
+        return actions
+    }
+
+    /// One received SMP PDU (the L2CAP payload on CID 0x0006).
+    public mutating func receive(_ bytes: [UInt8]) -> [SMPAction] {
+        if phase == .idle {
+            // A Security Request asks the central to start (2.4.6).
+            if bytes.first == SMPCode.securityRequest.rawValue { return start() }
+            return []
+        }
+        guard isActive else { return [] }
+        let pdu: SMPPDU
+        do {
+            pdu = try SMPPDU.decode(bytes)
+        } catch {
+            if bytes.first == SMPCode.pairingFailed.rawValue {
+                // Never answer a Pairing Failed, even a malformed one.
+                return peerFailed(PairingFailedReason(rawValue: bytes.count > 1 ? bytes[1] : PairingFailedReason.unspecifiedReason.rawValue))
+            }
+            return fail(.invalidParameters, "\(SMPCode(rawValue: bytes.first ?? 0).name) has the wrong length (\(bytes.count) bytes)")
+        }
+        switch pdu {
+        case let .pairingFailed(reason): return peerFailed(reason)
+        case .unknown(let code, _): return fail(.commandNotSupported, "unknown SMP code 0x\(Hex.int(code.rawValue, width: 2))")
+        case .securityRequest, .keypressNotification: return [] // ignored while pairing (2.4.6; no Passkey Entry)
+        case .pairingRequest: return fail(.commandNotSupported, "a Pairing Request sent to the central")
+        default: break
+        }
+        switch (phase, pdu) {
+        case let (.awaitingPairingResponse, .pairingResponse(p)):
+            pres = bytes
+            return negotiate(p)
+        case let (.awaitingPublicKey, .pairingPublicKey(x, y)):
+            return peerPublicKeyReceived(x + y)
+        case let (.awaitingConfirm, .pairingConfirm(c)):
+            peerConfirm = c
+            if secureConnections {
+                // Just Works: the responder's Cb comes first, then we send Na (C.2.2.3).
+                guard let na = random(16) else { return fail(.unspecifiedReason, "no random number") }
+                localRandom = na
+            }
+            phase = .awaitingRandom
+            return [.send(SMPPDU.pairingRandom(localRandom).encoded)]
+        case let (.awaitingRandom, .pairingRandom(r)):
+            return secureConnections ? scRandomReceived(r) : legacyRandomReceived(r)
+        case let (.awaitingDHKeyCheck, .pairingDHKeyCheck(eb)):
+            return dhKeyCheckReceived(eb)
+        case (.awaitingEncryption, _) where Self.isKeyDistribution(pdu.code):
+            // The peer's keys can overtake the Encryption Change event; keep them until it comes.
+            guard earlyPDUs.count < 5 else { return fail(.unspecifiedReason, "too many PDUs before encryption") }
+            earlyPDUs.append(bytes)
+            return []
+        case (.awaitingPeerKeys, _):
+            return keyReceived(pdu)
+        default:
+            return fail(.unspecifiedReason, "unexpected \(pdu.code.name) while \(phase)")
+        }
+    }
+
+    // MARK: Pairing Feature Exchange (2.3.5.1)
+
+    private mutating func negotiate(_ p: PairingParameters) -> [SMPAction] {
+        if p.ioCapability.isReserved { return fail(.invalidParameters, "reserved IO capability \(p.ioCapability)") }
+        if p.oobDataFlag.rawValue > 1 { return fail(.invalidParameters, "reserved OOB data flag") }
+        if p.maxEncryptionKeySize > 16 { return fail(.invalidParameters, "maximum key size \(p.maxEncryptionKeySize)") }
+        let size = min(request.maxEncryptionKeySize, p.maxEncryptionKeySize)
+        if size < max(7, configuration.minEncryptionKeySize) { return fail(.encryptionKeySize, "key size \(size) is too small") }
+        if !request.initiatorKeyDistribution.isSuperset(of: p.initiatorKeyDistribution)
+            || !request.responderKeyDistribution.isSuperset(of: p.responderKeyDistribution) {
+            return fail(.invalidParameters, "the response distributes keys the request did not offer")
+        }
+        response = p
+        keySize = Int(size)
+        secureConnections = request.authReq.contains(.secureConnections) && p.authReq.contains(.secureConnections)
+        result.secureConnections = secureConnections
+        result.bonded = request.authReq.bondingFlags == 1 && p.authReq.bondingFlags == 1
+        result.encryptionKeySize = keySize
+        // OOB: we never sent OOB data, so a peer claiming to hold ours cannot be served (2.3.5.1).
+        if secureConnections && p.oobDataFlag == .present { return fail(.oobNotAvailable, "the peer asks for OOB data we never gave") }
+        if secureConnections {
+            do {
+                keyPair = try P256KeyPair()
+            } catch {
+                return fail(.unspecifiedReason, "\(error)")
+            }
+            guard let pk = keyPair?.publicKey else { return fail(.unspecifiedReason, "no key pair") }
+            phase = .awaitingPublicKey
+            return [.send(SMPPDU.pairingPublicKey(x: Array(pk.prefix(32)), y: Array(pk.suffix(32))).encoded)]
+        }
+        guard configuration.allowLegacy else { return fail(.authenticationRequirements, "the peer does not support LE Secure Connections") }
+        // Legacy Just Works: TK = 0, Mconfirm = c1(TK, Mrand, ...) (2.3.5.5).
+        guard let mrand = random(16) else { return fail(.unspecifiedReason, "no random number") }
+        localRandom = mrand
+        do {
+            let mconfirm = try SMPCrypto.c1(k: Self.zero16, r: mrand, preq: preq, pres: pres, initiator: initiator, responder: responder)
+            phase = .awaitingConfirm
+            return [.send(SMPPDU.pairingConfirm(mconfirm).encoded)]
+        } catch {
+            return fail(.unspecifiedReason, "\(error)")
+        }
+    }
+
+    // MARK: LE Secure Connections (2.3.5.6)
+
+    private mutating func peerPublicKeyReceived(_ key: [UInt8]) -> [SMPAction] {
+        guard let ours = keyPair else { return fail(.unspecifiedReason, "no key pair") }
+        // Our own key sent back is no key exchange at all.
+        if SMPCrypto.constantTimeEqual(Array(key.prefix(32)), ours.x) {
+            return fail(.dhKeyCheckFailed, "the peer's public key is our own")
+        }
+        do {
+            dhKey = try ours.dhKey(peerPublicKey: key)
+        } catch .invalidPublicKey {
+            // An invalid public key is reported as DHKey Check Failed (3.5.5, 2.3.5.6.1).
+            return fail(.dhKeyCheckFailed, "the peer's public key is not on P-256")
+        } catch {
+            return fail(.unspecifiedReason, "\(error)")
+        }
+        peerPublicKey = key
+        phase = .awaitingConfirm
+        return []
+    }
+
+    private mutating func scRandomReceived(_ nb: [UInt8]) -> [SMPAction] {
+        guard let ours = keyPair else { return fail(.unspecifiedReason, "no key pair") }
+        let na = localRandom
+        do {
+            // Cb = f4(PKbx, PKax, Nb, 0) (2.3.5.6.2).
+            let cb = try SMPCrypto.f4(u: Array(peerPublicKey.prefix(32)), v: ours.x, x: nb, z: 0)
+            guard SMPCrypto.constantTimeEqual(cb, peerConfirm) else { return fail(.confirmValueFailed, "Cb does not match Nb") }
+            // MacKey || LTK = f5(DHKey, Na, Nb, A, B); Ea = f6(MacKey, Na, Nb, rb, IOcapA, A, B) (2.3.5.6.5).
+            let keys = try SMPCrypto.f5(w: dhKey, n1: na, n2: nb, a1: initiator, a2: responder)
+            macKey = keys.macKey
+            linkKey = LongTermKey(key: SMPSecret(SMPCrypto.masked(keys.ltk, size: keySize)), secureConnections: true, keySize: keySize)
+            let ea = try SMPCrypto.f6(w: macKey, n1: na, n2: nb, r: Self.zero16, ioCap: request.ioCap, a1: initiator, a2: responder)
+            peerConfirm = nb // keep Nb for Eb
+            phase = .awaitingDHKeyCheck
+            return [.send(SMPPDU.pairingDHKeyCheck(ea).encoded)]
+        } catch {
+            return fail(.unspecifiedReason, "\(error)")
+        }
+    }
+
+    private mutating func dhKeyCheckReceived(_ eb: [UInt8]) -> [SMPAction] {
+        guard let negotiated = response, let key = linkKey else { return fail(.unspecifiedReason, "no keys") }
+        let nb = peerConfirm
+        do {
+            // Eb = f6(MacKey, Nb, Na, ra, IOcapB, B, A).
+            let expected = try SMPCrypto.f6(w: macKey, n1: nb, n2: localRandom, r: Self.zero16, ioCap: negotiated.ioCap,
+                                            a1: responder, a2: initiator)
+            guard SMPCrypto.constantTimeEqual(expected, eb) else { return fail(.dhKeyCheckFailed, "Eb does not match") }
+        } catch {
+            return fail(.unspecifiedReason, "\(error)")
+        }
+        result.longTermKey = key
+        phase = .awaitingEncryption
+        return [.startEncryption(key)]
+    }
+
+    // MARK: LE legacy pairing (2.3.5.5)
+
+    private mutating func legacyRandomReceived(_ srand: [UInt8]) -> [SMPAction] {
+        do {
+            let sconfirm = try SMPCrypto.c1(k: Self.zero16, r: srand, preq: preq, pres: pres, initiator: initiator, responder: responder)
+            guard SMPCrypto.constantTimeEqual(sconfirm, peerConfirm) else { return fail(.confirmValueFailed, "Sconfirm does not match Srand") }
+            // STK = s1(TK, Srand, Mrand), masked to the key size; EDIV and Rand are zero.
+            let stk = try SMPCrypto.s1(k: Self.zero16, r1: srand, r2: localRandom)
+            let key = LongTermKey(key: SMPSecret(SMPCrypto.masked(stk, size: keySize)), secureConnections: false, keySize: keySize)
+            phase = .awaitingEncryption
+            return [.startEncryption(key)]
+        } catch {
+            return fail(.unspecifiedReason, "\(error)")
+        }
+    }
+
+    // MARK: Transport Specific Key Distribution (3.6)
+
+    static func isKeyDistribution(_ code: SMPCode) -> Bool {
+        [.encryptionInformation, .centralIdentification, .identityInformation, .identityAddressInformation, .signingInformation].contains(code)
+    }
+
+    private mutating func keyReceived(_ pdu: SMPPDU) -> [SMPAction] {
+        guard let next = expectedPeerPDUs.first, pdu.code == next else {
+            return fail(.unspecifiedReason, "unexpected \(pdu.code.name) during key distribution")
+        }
+        expectedPeerPDUs.removeFirst()
+        switch pdu {
+        case let .encryptionInformation(ltk): pendingLTK = ltk
+        case let .centralIdentification(ediv, rand):
+            guard let ltk = pendingLTK else { return fail(.unspecifiedReason, "Central Identification without an LTK") }
+            result.longTermKey = LongTermKey(key: ltk, ediv: ediv, rand: rand, secureConnections: false, keySize: keySize)
+        case let .identityInformation(irk): pendingIRK = irk
+        case let .identityAddressInformation(type, address):
+            guard type <= 1, let irk = pendingIRK else { return fail(.invalidParameters, "identity address type 0x\(Hex.int(type, width: 2))") }
+            result.peerIdentity = PeerIdentity(irk: irk, address: DeviceAddress(address, type == 0 ? .public : .random))
+        case let .signingInformation(csrk): result.peerCSRK = csrk
+        default: break
+        }
+        return expectedPeerPDUs.isEmpty ? distributeAndComplete() : []
+    }
+
+    /// The responder has distributed its keys; now ours (3.6.1), then done.
+    private mutating func distributeAndComplete() -> [SMPAction] {
+        var actions: [SMPAction] = []
+        if let negotiated = response, negotiated.initiatorKeyDistribution.contains(.idKey), let id = configuration.localIdentity {
+            actions.append(.send(SMPPDU.identityInformation(irk: id.irk).encoded))
+            let type: UInt8 = id.address.type.isRandom ? 1 : 0
+            actions.append(.send(SMPPDU.identityAddressInformation(type: type, address: id.address.address).encoded))
+            result.sentIdentity = id
+        }
+        phase = .complete
+        let done = result
+        wipe()
+        actions.append(.complete(done))
+        return actions
+    }
+
+    // MARK: Failure
+
+    private mutating func fail(_ reason: PairingFailedReason, _ detail: String) -> [SMPAction] {
+        phase = .failed
+        wipe()
+        return [.send(SMPPDU.pairingFailed(reason).encoded), .failed(.local(reason, detail: detail))]
+    }
+
+    private mutating func peerFailed(_ reason: PairingFailedReason) -> [SMPAction] {
+        phase = .failed
+        wipe()
+        return [.failed(.peer(reason))]
+    }
+
+    /// Drops the pairing's secrets once they are no longer needed.
+    private mutating func wipe() {
+        keyPair = nil
+        dhKey = []
+        macKey = []
+        localRandom = []
+        pendingLTK = nil
+        pendingIRK = nil
+        earlyPDUs = []
+        if phase == .failed { result = PairingResult(secureConnections: false, bonded: false, encryptionKeySize: 16) }
+    }
+
+    private func random(_ n: Int) -> [UInt8]? { try? SMPCrypto.random(n) }
+
+    static let zero16 = [UInt8](repeating: 0, count: 16)
+}
+
+// MARK: - Security Request (2.4.6)
+
+/// What the central does with a Security Request.
+public enum SecurityRequestAnswer: Hashable, Sendable {
+    /// Encrypt with the stored bond (LE Enable Encryption).
+    case encrypt(LongTermKey)
+    /// Pair: create an `SMPInitiator` and `start()` it (or feed the Security
+    /// Request to a fresh one).
+    case pair
+    /// Send these bytes (Pairing Failed) and do not pair.
+    case reject([UInt8])
+    /// Not a Security Request, or a malformed one: nothing to do.
+    case ignore
+}
+
+extension SMPInitiator {
+    /// Decides how the central answers a Security Request (Core Vol 3 Part H
+    /// 2.4.6): with a bond that is at least as strong as the peer asks for
+    /// (Secure Connections when it sets SC) it encrypts; otherwise it pairs,
+    /// or, when pairing is not allowed, answers Pairing Not Supported. MITM is
+    /// not weighed: Just Works cannot give it, so pairing again would not help.
+    public static func answer(securityRequest bytes: [UInt8], bond: LongTermKey?, pairingAllowed: Bool = true) -> SecurityRequestAnswer {
+        guard case let .securityRequest(auth)? = try? SMPPDU.decode(bytes) else { return .ignore }
+        if let bond, bond.secureConnections || !auth.contains(.secureConnections) { return .encrypt(bond) }
+        if !pairingAllowed { return .reject(SMPPDU.pairingFailed(.pairingNotSupported).encoded) }
+        return .pair
+    }
+}

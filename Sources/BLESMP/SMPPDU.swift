@@ -1,0 +1,399 @@
+import BLEWire
+
+/// SMP command codes (Core Vol 3 Part H 3.3, Table 3.3). Open: an unknown
+/// code survives decoding and prints as hex.
+public struct SMPCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let pairingRequest = SMPCode(rawValue: 0x01)
+    public static let pairingResponse = SMPCode(rawValue: 0x02)
+    public static let pairingConfirm = SMPCode(rawValue: 0x03)
+    public static let pairingRandom = SMPCode(rawValue: 0x04)
+    public static let pairingFailed = SMPCode(rawValue: 0x05)
+    public static let encryptionInformation = SMPCode(rawValue: 0x06)
+    public static let centralIdentification = SMPCode(rawValue: 0x07)
+    public static let identityInformation = SMPCode(rawValue: 0x08)
+    public static let identityAddressInformation = SMPCode(rawValue: 0x09)
+    public static let signingInformation = SMPCode(rawValue: 0x0A)
+    public static let securityRequest = SMPCode(rawValue: 0x0B)
+    public static let pairingPublicKey = SMPCode(rawValue: 0x0C)
+    public static let pairingDHKeyCheck = SMPCode(rawValue: 0x0D)
+    public static let keypressNotification = SMPCode(rawValue: 0x0E)
+
+    /// One row per command: its name and its fixed parameter length (every
+    /// SMP command has one, 3.5 and 3.6).
+    public struct Info: Sendable {
+        public let name: String
+        public let parameterLength: Int
+    }
+
+    public static let table: [UInt8: Info] = [
+        0x01: Info(name: "Pairing Request", parameterLength: 6),
+        0x02: Info(name: "Pairing Response", parameterLength: 6),
+        0x03: Info(name: "Pairing Confirm", parameterLength: 16),
+        0x04: Info(name: "Pairing Random", parameterLength: 16),
+        0x05: Info(name: "Pairing Failed", parameterLength: 1),
+        0x06: Info(name: "Encryption Information", parameterLength: 16),
+        0x07: Info(name: "Central Identification", parameterLength: 10),
+        0x08: Info(name: "Identity Information", parameterLength: 16),
+        0x09: Info(name: "Identity Address Information", parameterLength: 7),
+        0x0A: Info(name: "Signing Information", parameterLength: 16),
+        0x0B: Info(name: "Security Request", parameterLength: 1),
+        0x0C: Info(name: "Pairing Public Key", parameterLength: 64),
+        0x0D: Info(name: "Pairing DHKey Check", parameterLength: 16),
+        0x0E: Info(name: "Pairing Keypress Notification", parameterLength: 1),
+    ]
+
+    public var info: Info? { Self.table[rawValue] }
+    public var name: String { info?.name ?? "Unknown SMP command 0x\(Hex.int(rawValue, width: 2))" }
+    public var description: String { name }
+}
+
+/// Pairing Failed reasons (Core Vol 3 Part H 3.5.5, Table 3.7). Open: an
+/// unknown reason survives and prints as hex.
+public struct PairingFailedReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let passkeyEntryFailed = PairingFailedReason(rawValue: 0x01)
+    public static let oobNotAvailable = PairingFailedReason(rawValue: 0x02)
+    public static let authenticationRequirements = PairingFailedReason(rawValue: 0x03)
+    public static let confirmValueFailed = PairingFailedReason(rawValue: 0x04)
+    public static let pairingNotSupported = PairingFailedReason(rawValue: 0x05)
+    public static let encryptionKeySize = PairingFailedReason(rawValue: 0x06)
+    public static let commandNotSupported = PairingFailedReason(rawValue: 0x07)
+    public static let unspecifiedReason = PairingFailedReason(rawValue: 0x08)
+    public static let repeatedAttempts = PairingFailedReason(rawValue: 0x09)
+    public static let invalidParameters = PairingFailedReason(rawValue: 0x0A)
+    public static let dhKeyCheckFailed = PairingFailedReason(rawValue: 0x0B)
+    public static let numericComparisonFailed = PairingFailedReason(rawValue: 0x0C)
+    public static let brEdrPairingInProgress = PairingFailedReason(rawValue: 0x0D)
+    public static let crossTransportKeyNotAllowed = PairingFailedReason(rawValue: 0x0E)
+    public static let keyRejected = PairingFailedReason(rawValue: 0x0F)
+    public static let busy = PairingFailedReason(rawValue: 0x10)
+
+    public static let names: [UInt8: String] = [
+        0x01: "Passkey Entry Failed", 0x02: "OOB Not Available", 0x03: "Authentication Requirements",
+        0x04: "Confirm Value Failed", 0x05: "Pairing Not Supported", 0x06: "Encryption Key Size",
+        0x07: "Command Not Supported", 0x08: "Unspecified Reason", 0x09: "Repeated Attempts",
+        0x0A: "Invalid Parameters", 0x0B: "DHKey Check Failed", 0x0C: "Numeric Comparison Failed",
+        0x0D: "BR/EDR Pairing In Progress", 0x0E: "Cross-transport Key Derivation/Generation Not Allowed",
+        0x0F: "Key Rejected", 0x10: "Busy",
+    ]
+
+    public var name: String { Self.names[rawValue] ?? "Unknown reason" }
+    public var description: String { "\(name) (0x\(Hex.int(rawValue, width: 2)))" }
+}
+
+/// IO Capability (3.5.1, Table 3.4). Open: reserved values survive.
+public struct IOCapability: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let displayOnly = IOCapability(rawValue: 0x00)
+    public static let displayYesNo = IOCapability(rawValue: 0x01)
+    public static let keyboardOnly = IOCapability(rawValue: 0x02)
+    public static let noInputNoOutput = IOCapability(rawValue: 0x03)
+    public static let keyboardDisplay = IOCapability(rawValue: 0x04)
+
+    public var isReserved: Bool { rawValue > 0x04 }
+    public var description: String {
+        switch rawValue {
+        case 0x00: return "DisplayOnly"
+        case 0x01: return "DisplayYesNo"
+        case 0x02: return "KeyboardOnly"
+        case 0x03: return "NoInputNoOutput"
+        case 0x04: return "KeyboardDisplay"
+        default: return "reserved 0x\(Hex.int(rawValue, width: 2))"
+        }
+    }
+}
+
+/// OOB data flag (3.5.1, Table 3.5).
+public struct OOBDataFlag: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let notPresent = OOBDataFlag(rawValue: 0x00)
+    public static let present = OOBDataFlag(rawValue: 0x01)
+    public var description: String {
+        switch rawValue {
+        case 0: return "not present"
+        case 1: return "present"
+        default: return "reserved 0x\(Hex.int(rawValue, width: 2))"
+        }
+    }
+}
+
+/// The AuthReq field (3.5.1, Figure 3.3): Bonding_Flags (2 bits), MITM, SC,
+/// Keypress, CT2, two RFU bits. Unknown bits survive.
+public struct AuthReq: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// Bonding_Flags 0b01: Bonding (0b00 is No Bonding; 0b1x reserved).
+    public static let bonding = AuthReq(rawValue: 0x01)
+    public static let mitm = AuthReq(rawValue: 0x04)
+    public static let secureConnections = AuthReq(rawValue: 0x08)
+    public static let keypress = AuthReq(rawValue: 0x10)
+    public static let ct2 = AuthReq(rawValue: 0x20)
+
+    /// The two Bonding_Flags bits.
+    public var bondingFlags: UInt8 { rawValue & 0x03 }
+
+    public var description: String {
+        var parts: [String] = []
+        switch bondingFlags {
+        case 0: parts.append("No Bonding")
+        case 1: parts.append("Bonding")
+        default: parts.append("Bonding_Flags reserved 0b\(String(bondingFlags, radix: 2))")
+        }
+        if contains(.mitm) { parts.append("MITM") }
+        if contains(.secureConnections) { parts.append("SC") }
+        if contains(.keypress) { parts.append("Keypress") }
+        if contains(.ct2) { parts.append("CT2") }
+        if rawValue & 0xC0 != 0 { parts.append("RFU 0x\(Hex.int(rawValue & 0xC0, width: 2))") }
+        return "0x\(Hex.int(rawValue, width: 2)) (\(parts.joined(separator: ", ")))"
+    }
+}
+
+/// Initiator/Responder Key Distribution bits (3.6.1, Figure 3.11).
+public struct KeyDistribution: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// LTK, EDIV and Rand (legacy); ignored in LE Secure Connections.
+    public static let encKey = KeyDistribution(rawValue: 0x01)
+    /// IRK and identity address.
+    public static let idKey = KeyDistribution(rawValue: 0x02)
+    /// CSRK.
+    public static let signKey = KeyDistribution(rawValue: 0x04)
+    /// Derive a BR/EDR link key (no PDU on LE).
+    public static let linkKey = KeyDistribution(rawValue: 0x08)
+
+    public var description: String {
+        var parts: [String] = []
+        if contains(.encKey) { parts.append("EncKey") }
+        if contains(.idKey) { parts.append("IdKey") }
+        if contains(.signKey) { parts.append("SignKey") }
+        if contains(.linkKey) { parts.append("LinkKey") }
+        if rawValue & 0xF0 != 0 { parts.append("RFU 0x\(Hex.int(rawValue & 0xF0, width: 2))") }
+        return "0x\(Hex.int(rawValue, width: 2)) (\(parts.isEmpty ? "none" : parts.joined(separator: ", ")))"
+    }
+}
+
+/// Keypress Notification Type (3.5.8, Table 3.9). Open.
+public struct KeypressNotificationType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let entryStarted = KeypressNotificationType(rawValue: 0)
+    public static let digitEntered = KeypressNotificationType(rawValue: 1)
+    public static let digitErased = KeypressNotificationType(rawValue: 2)
+    public static let cleared = KeypressNotificationType(rawValue: 3)
+    public static let entryCompleted = KeypressNotificationType(rawValue: 4)
+    public var description: String {
+        switch rawValue {
+        case 0: return "Passkey entry started"
+        case 1: return "Passkey digit entered"
+        case 2: return "Passkey digit erased"
+        case 3: return "Passkey cleared"
+        case 4: return "Passkey entry completed"
+        default: return "reserved 0x\(Hex.int(rawValue, width: 2))"
+        }
+    }
+}
+
+/// The six parameter octets of Pairing Request and Pairing Response (3.5.1, 3.5.2).
+public struct PairingParameters: Hashable, Sendable, CustomStringConvertible {
+    public var ioCapability: IOCapability
+    public var oobDataFlag: OOBDataFlag
+    public var authReq: AuthReq
+    /// 7 ... 16 octets.
+    public var maxEncryptionKeySize: UInt8
+    public var initiatorKeyDistribution: KeyDistribution
+    public var responderKeyDistribution: KeyDistribution
+
+    public init(ioCapability: IOCapability, oobDataFlag: OOBDataFlag = .notPresent, authReq: AuthReq,
+                maxEncryptionKeySize: UInt8 = 16, initiatorKeyDistribution: KeyDistribution, responderKeyDistribution: KeyDistribution) {
+        self.ioCapability = ioCapability
+        self.oobDataFlag = oobDataFlag
+        self.authReq = authReq
+        self.maxEncryptionKeySize = maxEncryptionKeySize
+        self.initiatorKeyDistribution = initiatorKeyDistribution
+        self.responderKeyDistribution = responderKeyDistribution
+    }
+
+    /// IOcapA / IOcapB of f6 (2.2.8), least significant octet first:
+    /// IO Capability, OOB data flag, AuthReq.
+    public var ioCap: [UInt8] { [ioCapability.rawValue, oobDataFlag.rawValue, authReq.rawValue] }
+
+    static func read(_ r: inout ByteReader) throws -> PairingParameters {
+        PairingParameters(ioCapability: IOCapability(rawValue: try r.u8("IO Capability")),
+                          oobDataFlag: OOBDataFlag(rawValue: try r.u8("OOB data flag")),
+                          authReq: AuthReq(rawValue: try r.u8("AuthReq")),
+                          maxEncryptionKeySize: try r.u8("Maximum Encryption Key Size"),
+                          initiatorKeyDistribution: KeyDistribution(rawValue: try r.u8("Initiator Key Distribution")),
+                          responderKeyDistribution: KeyDistribution(rawValue: try r.u8("Responder Key Distribution")))
+    }
+
+    func write(_ w: inout ByteWriter) {
+        w.u8(ioCapability.rawValue); w.u8(oobDataFlag.rawValue); w.u8(authReq.rawValue)
+        w.u8(maxEncryptionKeySize); w.u8(initiatorKeyDistribution.rawValue); w.u8(responderKeyDistribution.rawValue)
+    }
+
+    public var description: String {
+        "IO Capability \(ioCapability), OOB data \(oobDataFlag), AuthReq \(authReq), Max Key Size \(maxEncryptionKeySize), "
+            + "Initiator Keys \(initiatorKeyDistribution), Responder Keys \(responderKeyDistribution)"
+    }
+}
+
+/// One SMP PDU (Core Vol 3 Part H 3.5, 3.6): the code octet, then its
+/// parameters. Multi-octet values are least significant octet first, as on
+/// the wire. Fixed-size fields encode to exactly their size (shorter arrays
+/// are zero-padded, longer ones cut), so every encoding decodes.
+public enum SMPPDU: Hashable, Sendable {
+    case pairingRequest(PairingParameters)
+    case pairingResponse(PairingParameters)
+    /// Mconfirm / Sconfirm (legacy) or Ca / Cb (Secure Connections), 16 bytes.
+    case pairingConfirm([UInt8])
+    /// Mrand / Srand or Na / Nb, 16 bytes.
+    case pairingRandom([UInt8])
+    case pairingFailed(PairingFailedReason)
+    case encryptionInformation(ltk: SMPSecret)
+    case centralIdentification(ediv: UInt16, rand: UInt64)
+    case identityInformation(irk: SMPSecret)
+    /// AddrType 0x00 public, 0x01 static random.
+    case identityAddressInformation(type: UInt8, address: BDAddress)
+    case signingInformation(csrk: SMPSecret)
+    case securityRequest(AuthReq)
+    /// X and Y, 32 bytes each.
+    case pairingPublicKey(x: [UInt8], y: [UInt8])
+    /// Ea / Eb, 16 bytes.
+    case pairingDHKeyCheck([UInt8])
+    case keypressNotification(KeypressNotificationType)
+    /// A code this stack does not know, with its parameters.
+    case unknown(SMPCode, [UInt8])
+
+    public var code: SMPCode {
+        switch self {
+        case .pairingRequest: return .pairingRequest
+        case .pairingResponse: return .pairingResponse
+        case .pairingConfirm: return .pairingConfirm
+        case .pairingRandom: return .pairingRandom
+        case .pairingFailed: return .pairingFailed
+        case .encryptionInformation: return .encryptionInformation
+        case .centralIdentification: return .centralIdentification
+        case .identityInformation: return .identityInformation
+        case .identityAddressInformation: return .identityAddressInformation
+        case .signingInformation: return .signingInformation
+        case .securityRequest: return .securityRequest
+        case .pairingPublicKey: return .pairingPublicKey
+        case .pairingDHKeyCheck: return .pairingDHKeyCheck
+        case .keypressNotification: return .keypressNotification
+        case let .unknown(c, _): return c
+        }
+    }
+
+    /// The bytes of this PDU, code first.
+    public var encoded: [UInt8] {
+        var w = ByteWriter(capacity: 65)
+        w.u8(code.rawValue)
+        func fixed(_ b: [UInt8], _ n: Int) { w.append(b.prefix(n)); for _ in 0..<max(0, n - b.count) { w.u8(0) } }
+        switch self {
+        case let .pairingRequest(p), let .pairingResponse(p): p.write(&w)
+        case let .pairingConfirm(v), let .pairingRandom(v), let .pairingDHKeyCheck(v): fixed(v, 16)
+        case let .pairingFailed(reason): w.u8(reason.rawValue)
+        case let .encryptionInformation(k), let .identityInformation(k), let .signingInformation(k): fixed(k.bytes, 16)
+        case let .centralIdentification(ediv, rand): w.u16(ediv); w.u64(rand)
+        case let .identityAddressInformation(type, address): w.u8(type); address.write(&w)
+        case let .securityRequest(a): w.u8(a.rawValue)
+        case let .pairingPublicKey(x, y): fixed(x, 32); fixed(y, 32)
+        case let .keypressNotification(t): w.u8(t.rawValue)
+        case let .unknown(_, p): w.append(p)
+        }
+        return w.bytes
+    }
+
+    /// Decodes one PDU. A known code must carry exactly its parameter length
+    /// (3.3); a violation throws `WireError`, never traps. An unknown code
+    /// decodes to `.unknown` with whatever follows it.
+    public static func decode(_ bytes: [UInt8]) throws -> SMPPDU {
+        var r = ByteReader(bytes)
+        let code = SMPCode(rawValue: try r.u8("SMP code"))
+        guard let info = code.info else { return .unknown(code, r.rest()) }
+        if r.remaining < info.parameterLength {
+            throw WireError.truncated(field: info.name, needed: info.parameterLength, available: r.remaining)
+        }
+        let pdu: SMPPDU
+        switch code {
+        case .pairingRequest: pdu = .pairingRequest(try PairingParameters.read(&r))
+        case .pairingResponse: pdu = .pairingResponse(try PairingParameters.read(&r))
+        case .pairingConfirm: pdu = .pairingConfirm(try r.bytes(16, "Confirm Value"))
+        case .pairingRandom: pdu = .pairingRandom(try r.bytes(16, "Random Value"))
+        case .pairingFailed: pdu = .pairingFailed(PairingFailedReason(rawValue: try r.u8("Reason")))
+        case .encryptionInformation: pdu = .encryptionInformation(ltk: SMPSecret(try r.bytes(16, "Long Term Key")))
+        case .centralIdentification: pdu = .centralIdentification(ediv: try r.u16("EDIV"), rand: try r.u64("Rand"))
+        case .identityInformation: pdu = .identityInformation(irk: SMPSecret(try r.bytes(16, "Identity Resolving Key")))
+        case .identityAddressInformation:
+            pdu = .identityAddressInformation(type: try r.u8("AddrType"), address: try BDAddress.read(&r, "BD_ADDR"))
+        case .signingInformation: pdu = .signingInformation(csrk: SMPSecret(try r.bytes(16, "Signature Key")))
+        case .securityRequest: pdu = .securityRequest(AuthReq(rawValue: try r.u8("AuthReq")))
+        case .pairingPublicKey: pdu = .pairingPublicKey(x: try r.bytes(32, "Public Key X"), y: try r.bytes(32, "Public Key Y"))
+        case .pairingDHKeyCheck: pdu = .pairingDHKeyCheck(try r.bytes(16, "DHKey Check"))
+        case .keypressNotification: pdu = .keypressNotification(KeypressNotificationType(rawValue: try r.u8("Notification Type")))
+        default: return .unknown(code, r.rest())
+        }
+        try r.expectEnd(info.name)
+        return pdu
+    }
+
+    // MARK: Tracing
+
+    /// One line for the tracer. Key material (LTK, IRK, CSRK, EDIV, Rand and
+    /// the pairing random values, which with Just Works legacy pairing give
+    /// the STK away) is masked unless `showKeys` is set (`--trace=keys`).
+    public func describe(showKeys: Bool) -> String {
+        func key(_ b: [UInt8]) -> String { showKeys ? Hex.string(b.reversed(), separator: "") : "<hidden>" }
+        func value(_ b: [UInt8]) -> String { Hex.string(b.reversed(), separator: "") }
+        let name = code.name
+        switch self {
+        case let .pairingRequest(p), let .pairingResponse(p): return "\(name): \(p)"
+        case let .pairingConfirm(v): return "\(name): \(value(v))"
+        case let .pairingRandom(v): return "\(name): \(key(v))"
+        case let .pairingFailed(reason): return "\(name): \(reason)"
+        case let .encryptionInformation(k): return "\(name): LTK \(key(k.bytes))"
+        case let .centralIdentification(ediv, rand):
+            return showKeys ? "\(name): EDIV 0x\(Hex.int(ediv, width: 4)) Rand 0x\(Hex.int(rand, width: 16))"
+                            : "\(name): EDIV <hidden> Rand <hidden>"
+        case let .identityInformation(k): return "\(name): IRK \(key(k.bytes))"
+        case let .identityAddressInformation(type, address):
+            let t = type == 0 ? "public" : type == 1 ? "static random" : "reserved 0x\(Hex.int(type, width: 2))"
+            return "\(name): \(address) (\(t))"
+        case let .signingInformation(k): return "\(name): CSRK \(key(k.bytes))"
+        case let .securityRequest(a): return "\(name): AuthReq \(a)"
+        case let .pairingPublicKey(x, y): return "\(name): X \(value(x)) Y \(value(y))"
+        case let .pairingDHKeyCheck(v): return "\(name): \(value(v))"
+        case let .keypressNotification(t): return "\(name): \(t)"
+        case let .unknown(c, p): return "\(c.name): \(Hex.string(p))"
+        }
+    }
+
+    /// Describes an undecodable PDU for the tracer: the reason and its hex.
+    /// Key material of a known key PDU stays hidden unless `showKeys`.
+    public static func describe(bytes: [UInt8], showKeys: Bool) -> String {
+        do {
+            return try decode(bytes).describe(showKeys: showKeys)
+        } catch {
+            guard let c = bytes.first else { return "SMP: empty PDU" }
+            let code = SMPCode(rawValue: c)
+            let secret: Set<SMPCode> = [.pairingRandom, .encryptionInformation, .centralIdentification, .identityInformation, .signingInformation]
+            let body = secret.contains(code) && !showKeys ? "<\(bytes.count - 1) bytes hidden>" : Hex.string(bytes.dropFirst())
+            return "\(code.name): malformed (\(error)): \(body)"
+        }
+    }
+}
+
+extension SMPPDU: CustomStringConvertible {
+    /// Masks keys: `describe(showKeys: false)`.
+    public var description: String { describe(showKeys: false) }
+}
