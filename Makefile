@@ -6,7 +6,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-APT_PACKAGES := libbluetooth-dev
+APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
 .PHONY: all build release bench soak fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean

@@ -44,8 +44,16 @@ let package = Package(
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
         .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),
+        // libmosquitto from Debian's libmosquitto-dev. Shared library only: a
+        // fully static build (-static-executable) must not link anything that
+        // depends on this module.
+        .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto",
+                       providers: [.apt(["libmosquitto-dev"])]),
+        // MQTT client over libmosquitto driven by the owner's poll loop, a JSON
+        // parser, Home Assistant discovery and light commands.
+        .target(name: "BLEMQTT", dependencies: ["BLEWire", "CMosquitto"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP"],
+                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
         // libcrypto (AES-128, AES-CMAC, P-256) from Debian's libssl-dev; `link "crypto"` in its

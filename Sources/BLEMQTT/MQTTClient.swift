@@ -1,0 +1,524 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+import CMosquitto
+
+// MARK: - Codes libmosquitto and the broker hand back
+
+/// A libmosquitto result code (`MOSQ_ERR_*`). Open, so a code a newer library
+/// adds still prints (through `mosquitto_strerror`).
+public struct MosquittoCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public init(_ raw: Int32) { self.rawValue = raw }
+
+    public static let success = MosquittoCode(0)
+    public static let noMemory = MosquittoCode(1)
+    public static let protocolError = MosquittoCode(2)
+    public static let invalid = MosquittoCode(3)
+    public static let noConnection = MosquittoCode(4)
+    public static let connectionRefused = MosquittoCode(5)
+    public static let notFound = MosquittoCode(6)
+    public static let connectionLost = MosquittoCode(7)
+    public static let tls = MosquittoCode(8)
+    public static let payloadSize = MosquittoCode(9)
+    public static let notSupported = MosquittoCode(10)
+    public static let auth = MosquittoCode(11)
+    public static let aclDenied = MosquittoCode(12)
+    public static let unknown = MosquittoCode(13)
+    public static let errno = MosquittoCode(14)
+    public static let addressLookup = MosquittoCode(15)
+    public static let malformedUTF8 = MosquittoCode(18)
+    public static let keepalive = MosquittoCode(19)
+    public static let lookup = MosquittoCode(20)
+    public static let tlsHandshake = MosquittoCode(23)
+    public static let oversizePacket = MosquittoCode(25)
+
+    /// libmosquitto's own text for the code.
+    public var description: String {
+        guard let s = mosquitto_strerror(rawValue) else { return "mosquitto error \(rawValue)" }
+        return String(cString: s)
+    }
+}
+
+/// The broker's CONNACK return code (MQTT 3.1.1 section 3.2.2.3). Open: a
+/// broker may send codes this list does not name.
+public struct MQTTConnack: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public init(_ raw: Int32) { self.rawValue = raw }
+
+    public static let accepted = MQTTConnack(0)
+    public static let unacceptableProtocolVersion = MQTTConnack(1)
+    public static let identifierRejected = MQTTConnack(2)
+    public static let serverUnavailable = MQTTConnack(3)
+    public static let badUsernameOrPassword = MQTTConnack(4)
+    public static let notAuthorised = MQTTConnack(5)
+
+    public var isAccepted: Bool { rawValue == 0 }
+
+    /// libmosquitto's text for the code, and what to do about it.
+    public var description: String {
+        let text = mosquitto_connack_string(rawValue).map { String(cString: $0) } ?? "CONNACK \(rawValue)"
+        let advice: String
+        switch self {
+        case .accepted: return text
+        case .unacceptableProtocolVersion: advice = "the broker does not speak MQTT 3.1.1"
+        case .identifierRejected: advice = "choose another client id"
+        case .serverUnavailable: advice = "the broker is up but not serving; retry later"
+        case .badUsernameOrPassword: advice = "check the MQTT user name and the password file"
+        case .notAuthorised: advice = "the broker refuses this user or client id; check its ACL and allow_anonymous"
+        default: advice = "see the broker's log"
+        }
+        return "\(text) (CONNACK \(rawValue)): \(advice)"
+    }
+}
+
+/// A failed MQTT client call: which operation, libmosquitto's reason, and what to do.
+public enum MQTTError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A libmosquitto call returned `code`; `errno` is set for `MosquittoCode.errno`.
+    case library(operation: String, code: MosquittoCode, errno: Int32)
+    /// An option or argument refused before libmosquitto was asked.
+    case invalidArgument(String)
+    /// `runUntil` reached its deadline before its condition held.
+    case timedOut(String)
+
+    public var description: String {
+        switch self {
+        case let .library(op, code, e):
+            var text = "mqtt \(op): \(code)"
+            if code == .errno, e != 0 {
+                text += " (" + (strerror(e).map { String(cString: $0) } ?? "errno \(e)") + ")"
+            }
+            if let advice = MQTTError.advice(code, errno: e) { text += "; " + advice }
+            return text
+        case .invalidArgument(let what): return "mqtt: \(what)"
+        case .timedOut(let what): return "mqtt: timed out waiting for \(what)"
+        }
+    }
+
+    static func advice(_ code: MosquittoCode, errno e: Int32) -> String? {
+        switch code {
+        case .noConnection: return "not connected to the broker: connect first and wait for onConnect"
+        case .connectionLost: return "the broker went away; reconnect with backoff"
+        case .tls, .tlsHandshake:
+            return "check that the CA file signed the broker's certificate and that the host name matches the certificate"
+        case .addressLookup, .lookup: return "check the broker host name"
+        case .payloadSize, .oversizePacket: return "the payload is larger than MQTT or the broker allows"
+        case .malformedUTF8: return "topics must be valid UTF-8 without wildcards when publishing"
+        case .auth: return "check the MQTT user name and the password file"
+        case .invalid: return "an argument was refused (topic, QoS, keepalive or option)"
+        case .errno:
+            switch e {
+            case ECONNREFUSED: return "nothing listens on that host and port; is the broker running?"
+            case ENOENT: return "a file named in the options does not exist"
+            case EACCES: return "permission denied reading a file named in the options"
+            case ETIMEDOUT, EHOSTUNREACH, ENETUNREACH: return "the broker host cannot be reached"
+            default: return nil
+            }
+        default: return nil
+        }
+    }
+}
+
+// MARK: - Options
+
+/// MQTT quality of service (MQTT 3.1.1 section 4.3).
+public enum MQTTQoS: Int32, Sendable {
+    case atMostOnce = 0
+    case atLeastOnce = 1
+    case exactlyOnce = 2
+}
+
+/// The message the broker publishes for us when the connection drops without
+/// a DISCONNECT (MQTT 3.1.1 section 3.1.2.5).
+public struct MQTTWill: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var qos: MQTTQoS
+    public var retain: Bool
+
+    public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+}
+
+/// How to reach and log in to the broker.
+public struct MQTTOptions: Sendable {
+    public var host: String
+    public var port: Int
+    public var clientID: String
+    public var username: String?
+    /// The password itself; the caller reads it from a file (so it never appears
+    /// in argv) and strips the trailing newline.
+    public var password: String?
+    /// PEM file with the CA certificate(s) that sign the broker's certificate;
+    /// setting it turns TLS on. The broker's host name is checked against its certificate.
+    public var tlsCAFile: String?
+    /// Seconds between PINGREQs when idle (5...65535).
+    public var keepalive: Int
+    public var will: MQTTWill?
+    public var cleanSession: Bool
+
+    public init(host: String, port: Int = 1883, clientID: String, username: String? = nil, password: String? = nil,
+                tlsCAFile: String? = nil, keepalive: Int = 30, will: MQTTWill? = nil, cleanSession: Bool = true) {
+        self.host = host
+        self.port = port
+        self.clientID = clientID
+        self.username = username
+        self.password = password
+        self.tlsCAFile = tlsCAFile
+        self.keepalive = keepalive
+        self.will = will
+        self.cleanSession = cleanSession
+    }
+}
+
+// MARK: - The client
+
+/// An MQTT 3.1.1 client over libmosquitto, driven by its owner's poll loop.
+///
+/// libmosquitto never runs a thread here (no `mosquitto_loop_start`). The owner:
+/// - polls `socket` (when it is not -1) for POLLIN, and for POLLOUT while `wantsWrite`;
+/// - calls `handleReadable()` on POLLIN/POLLERR/POLLHUP and `handleWritable()` on POLLOUT;
+/// - calls `periodic()` about once a second (keepalive PINGs, QoS retries) and
+///   after any poll that returned, so timeouts are seen even on a quiet socket.
+///
+/// Callbacks run synchronously inside those calls, on the owner's thread; they
+/// may publish, subscribe or disconnect. Reconnecting is the owner's policy:
+/// after `onDisconnect` the socket is -1 until `reconnect()`, paced by `Backoff`.
+///
+/// The host name is resolved with a blocking getaddrinfo inside `connect()`;
+/// give an address or a name the local resolver answers at once. The TCP
+/// connect and the TLS handshake do not block.
+public final class MQTTClient {
+    /// Where the connection stands, as the callbacks have reported it.
+    public enum State: Sendable, Equatable {
+        case idle, connecting, connected, disconnected
+    }
+
+    public let options: MQTTOptions
+    public private(set) var state: State = .idle
+
+    /// CONNACK arrived: `.accepted`, or the broker's reason for refusing (a refused
+    /// connection is followed by `onDisconnect`).
+    public var onConnect: ((MQTTConnack) -> Void)?
+    /// The connection ended: `.success` when we asked (`disconnect()`), otherwise why it was lost.
+    public var onDisconnect: ((MosquittoCode) -> Void)?
+    /// A message on a subscribed topic: topic, payload, and whether it is a retained message
+    /// delivered because we subscribed (rather than published live).
+    public var onMessage: ((String, [UInt8], Bool) -> Void)?
+
+    private let mosq: OpaquePointer
+    /// Set by connect/reconnect until the socket first reports writable: the
+    /// non-blocking TCP connect has completed then. libmosquitto 2.0.11 moves a
+    /// TLS handshake on only inside loop_read, and does not ask for POLLOUT while
+    /// the TCP connect is pending; without this nudge a TLS connection to a broker
+    /// that is not on loopback stalls before the ClientHello (see the
+    /// "TCP connect completes late" test).
+    private var connectPending = false
+
+    /// mosquitto_lib_init runs once per process, the first time a client is made.
+    private static let libraryInit: Int32 = mosquitto_lib_init()
+
+    /// Makes a client and applies every option; nothing touches the network yet.
+    public init(_ options: MQTTOptions) throws(MQTTError) {
+        guard options.port > 0 && options.port <= 65535 else {
+            throw .invalidArgument("port \(options.port) is outside 1...65535")
+        }
+        guard options.keepalive >= 5 && options.keepalive <= 65535 else {
+            throw .invalidArgument("keepalive \(options.keepalive) s is outside 5...65535")
+        }
+        guard !options.host.isEmpty else { throw .invalidArgument("no broker host given") }
+        guard !options.clientID.isEmpty, options.clientID.utf8.count <= 65535 else {
+            throw .invalidArgument("the client id must be 1 to 65535 bytes")
+        }
+        try MQTTClient.checkText(options.host, "broker host")
+        try MQTTClient.checkText(options.clientID, "client id")
+        if let u = options.username { try MQTTClient.checkText(u, "user name") }
+        if let p = options.password { try MQTTClient.checkText(p, "password") }
+        if let w = options.will { try MQTTClient.checkText(w.topic, "will topic") }
+        let initResult = MQTTClient.libraryInit
+        guard initResult == MOSQ_ERR_SUCCESS.rawValue else {
+            throw .library(operation: "lib_init", code: MosquittoCode(initResult), errno: 0)
+        }
+        guard let m = mosquitto_new(options.clientID, options.cleanSession, nil) else {
+            throw .library(operation: "new", code: Glibc.errno == EINVAL ? .invalid : .noMemory, errno: Glibc.errno)
+        }
+        self.mosq = m
+        self.options = options
+        // From here on deinit destroys `m` if an option below is refused.
+        mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
+        mosquitto_connect_callback_set(m) { _, obj, rc in
+            guard let obj else { return }
+            Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().didConnect(rc)
+        }
+        mosquitto_disconnect_callback_set(m) { _, obj, rc in
+            guard let obj else { return }
+            Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().didDisconnect(rc)
+        }
+        mosquitto_message_callback_set(m) { _, obj, message in
+            guard let obj, let message else { return }
+            Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().didReceive(message.pointee)
+        }
+        if let user = options.username {
+            try check("username_pw_set", mosquitto_username_pw_set(m, user, options.password))
+        }
+        if let will = options.will {
+            guard will.payload.count <= 268_435_455 else { throw .invalidArgument("the will payload is too large") }
+            let rc = will.payload.withUnsafeBytes {
+                mosquitto_will_set(m, will.topic, Int32(will.payload.count), $0.baseAddress, will.qos.rawValue, will.retain)
+            }
+            try check("will_set", rc)
+        }
+        if let ca = options.tlsCAFile {
+            // libmosquitto checks the file itself, but only says "invalid"; say which file.
+            guard access(ca, R_OK) == 0 else {
+                let e = Glibc.errno
+                throw .invalidArgument("cannot read the TLS CA file \(ca): " + (strerror(e).map { String(cString: $0) } ?? "errno \(e)"))
+            }
+            try check("tls_set", mosquitto_tls_set(m, ca, nil, nil, nil, nil))
+        }
+    }
+
+    deinit {
+        mosquitto_destroy(mosq)
+    }
+
+    // MARK: Connection
+
+    /// Starts connecting: resolves the host, opens a non-blocking socket and
+    /// queues CONNECT. `onConnect` reports the broker's answer.
+    public func connect() throws(MQTTError) {
+        state = .connecting
+        let rc = mosquitto_connect_async(mosq, options.host, Int32(options.port), Int32(options.keepalive))
+        do {
+            try check("connect to \(options.host):\(options.port)", rc)
+            connectPending = true
+        } catch {
+            state = .disconnected
+            connectPending = false
+            throw error
+        }
+    }
+
+    /// Connects again with the same options after `onDisconnect` (the owner paces this).
+    public func reconnect() throws(MQTTError) {
+        state = .connecting
+        let rc = mosquitto_reconnect_async(mosq)
+        do {
+            try check("reconnect to \(options.host):\(options.port)", rc)
+            connectPending = true
+        } catch {
+            state = .disconnected
+            connectPending = false
+            throw error
+        }
+    }
+
+    /// Sends DISCONNECT (so the broker does not publish the will); `onDisconnect`
+    /// follows with `.success` once it is written.
+    public func disconnect() throws(MQTTError) {
+        try check("disconnect", mosquitto_disconnect(mosq))
+    }
+
+    // MARK: The owner's poll loop
+
+    /// The broker socket to poll, or -1 while there is no connection.
+    public var socket: Int32 { mosquitto_socket(mosq) }
+
+    /// Whether to poll for POLLOUT too: libmosquitto has bytes waiting to go
+    /// out, or the TCP connect has not completed yet.
+    public var wantsWrite: Bool { connectPending || mosquitto_want_write(mosq) }
+
+    /// Reads and handles what the broker sent. A lost connection is reported
+    /// through `onDisconnect`; the returned code is for logging.
+    @discardableResult
+    public func handleReadable() -> MosquittoCode {
+        guard socket >= 0 else { return .noConnection }
+        return MosquittoCode(mosquitto_loop_read(mosq, 1))
+    }
+
+    /// Writes what is queued. The first call after connecting also starts the
+    /// TLS handshake, which libmosquitto only advances from its read path.
+    @discardableResult
+    public func handleWritable() -> MosquittoCode {
+        guard socket >= 0 else { return .noConnection }
+        if connectPending {
+            connectPending = false
+            let rc = MosquittoCode(mosquitto_loop_read(mosq, 1))
+            guard rc == .success, socket >= 0 else { return rc }
+        }
+        return MosquittoCode(mosquitto_loop_write(mosq, 1))
+    }
+
+    /// Keepalive and retries (`mosquitto_loop_misc`); call about once a second.
+    @discardableResult
+    public func periodic() -> MosquittoCode {
+        guard socket >= 0 else { return .noConnection }
+        return MosquittoCode(mosquitto_loop_misc(mosq))
+    }
+
+    // MARK: Messages
+
+    /// Queues a PUBLISH; it goes out on the next `handleWritable()` (or at once
+    /// when the socket takes it). Returns the message id.
+    @discardableResult
+    public func publish(topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false) throws(MQTTError) -> Int32 {
+        guard payload.count <= 268_435_455 else {
+            throw .invalidArgument("payload of \(payload.count) bytes is larger than MQTT allows")
+        }
+        try MQTTClient.checkText(topic, "topic")
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes {
+            mosquitto_publish(mosq, &mid, topic, Int32(payload.count), $0.baseAddress, qos.rawValue, retain)
+        }
+        try check("publish to \(topic)", rc)
+        return mid
+    }
+
+    /// Publishes UTF-8 text.
+    @discardableResult
+    public func publish(topic: String, text: String, qos: MQTTQoS = .atMostOnce, retain: Bool = false) throws(MQTTError) -> Int32 {
+        try publish(topic: topic, payload: Array(text.utf8), qos: qos, retain: retain)
+    }
+
+    /// Queues a SUBSCRIBE for `topic` (wildcards allowed). Returns the message id.
+    @discardableResult
+    public func subscribe(topic: String, qos: MQTTQoS = .atMostOnce) throws(MQTTError) -> Int32 {
+        try MQTTClient.checkText(topic, "topic")
+        var mid: Int32 = 0
+        try check("subscribe to \(topic)", mosquitto_subscribe(mosq, &mid, topic, qos.rawValue))
+        return mid
+    }
+
+    // MARK: A blocking loop, for tests and small tools
+
+    /// Runs the poll loop on this client's socket alone until `condition()`
+    /// holds (true) or `deadline` passes (false). Not for the gateway, whose
+    /// single loop also serves the controller: it calls the handle methods itself.
+    @discardableResult
+    public func runUntil(_ deadline: Instant, _ condition: () -> Bool) -> Bool {
+        var lastMisc = Instant.now()
+        while true {
+            if condition() { return true }
+            let now = Instant.now()
+            if now >= deadline { return false }
+            let slice = Int32(min(100, max(1, now.msUntil(deadline))))
+            let fd = socket
+            if fd < 0 {
+                _ = poll(nil, 0, slice)
+                continue
+            }
+            var p = pollfd(fd: fd, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0)
+            let n = poll(&p, 1, slice)
+            if n > 0 {
+                if p.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 { handleReadable() }
+                if p.revents & Int16(POLLOUT) != 0 && socket >= 0 { handleWritable() }
+            }
+            if lastMisc.msUntil(Instant.now()) >= 1000 || n == 0 {
+                periodic()
+                lastMisc = Instant.now()
+            }
+        }
+    }
+
+    // MARK: Callbacks from libmosquitto
+
+    private func didConnect(_ rc: Int32) {
+        let ack = MQTTConnack(rc)
+        connectPending = false
+        state = ack.isAccepted ? .connected : .disconnected
+        onConnect?(ack)
+    }
+
+    private func didDisconnect(_ rc: Int32) {
+        state = .disconnected
+        connectPending = false
+        onDisconnect?(MosquittoCode(rc))
+    }
+
+    private func didReceive(_ m: mosquitto_message) {
+        let topic = m.topic.map { String(cString: $0) } ?? ""
+        var payload: [UInt8] = []
+        if let p = m.payload, m.payloadlen > 0 {
+            payload = Array(UnsafeRawBufferPointer(start: p, count: Int(m.payloadlen)))
+        }
+        onMessage?(topic, payload, m.retain)
+    }
+
+    /// Strings go to libmosquitto as C strings: a NUL would silently cut them short.
+    private static func checkText(_ s: String, _ what: String) throws(MQTTError) {
+        if s.utf8.contains(0) { throw .invalidArgument("the \(what) contains a NUL byte") }
+    }
+
+    private func check(_ operation: String, _ rc: Int32) throws(MQTTError) {
+        // MOSQ_ERR_CONN_PENDING (-1) means "connect in progress": not a failure.
+        guard rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_CONN_PENDING.rawValue else { return }
+        throw .library(operation: operation, code: MosquittoCode(rc), errno: rc == MOSQ_ERR_ERRNO.rawValue ? Glibc.errno : 0)
+    }
+}
+
+// MARK: - Reconnect pacing
+
+/// Exponential backoff with jitter for reconnecting (to the broker, or to a
+/// device): the n-th delay is `initialMs × multiplierⁿ`, capped at `maxMs`, then
+/// reduced by up to `jitter` of itself at random, so the delays spread over
+/// [base × (1 − jitter), base] and many gateways restarted together do not
+/// reconnect in step. The delay never exceeds `maxMs`.
+public struct Backoff: Sendable, Equatable {
+    public let initialMs: Int
+    public let maxMs: Int
+    public let multiplier: Double
+    public let jitter: Double
+    /// Delays handed out since the last `reset()`.
+    public private(set) var attempt: Int = 0
+
+    /// The longest delay allowed (about 35 years), which keeps every computation far from overflow.
+    public static let ceilingMs = 1 << 40
+
+    /// Out-of-range values are clamped: 1 ≤ initial ≤ max ≤ `ceilingMs`, multiplier ≥ 1, jitter in 0...1.
+    public init(initialMs: Int = 500, maxMs: Int = 60_000, multiplier: Double = 2, jitter: Double = 0.2) {
+        self.initialMs = min(max(1, initialMs), Backoff.ceilingMs)
+        self.maxMs = min(max(self.initialMs, maxMs), Backoff.ceilingMs)
+        self.multiplier = multiplier.isFinite ? max(1, multiplier) : 1
+        self.jitter = jitter.isFinite ? min(max(jitter, 0), 1) : 0
+    }
+
+    /// The delay before attempt number `attempt` (0-based), before jitter.
+    public func baseDelayMs(attempt: Int) -> Int {
+        var d = Double(initialMs)
+        var i = 0
+        while i < attempt && d < Double(maxMs) {
+            d *= multiplier
+            i += 1
+        }
+        return Int(min(d, Double(maxMs)))
+    }
+
+    /// The next delay with jitter from `unit`, a value in 0..<1 (clamped), and advances.
+    public mutating func next(unit: Double) -> Int {
+        let base = Double(baseDelayMs(attempt: attempt))
+        let u = unit.isFinite ? min(max(unit, 0), 1) : 0
+        attempt += 1
+        return max(1, Int((base * (1 - jitter * u)).rounded()))
+    }
+
+    /// The next delay, with jitter from `generator`.
+    public mutating func next<G: RandomNumberGenerator>(using generator: inout G) -> Int {
+        next(unit: Double.random(in: 0..<1, using: &generator))
+    }
+
+    /// The next delay, with jitter from the system generator.
+    public mutating func next() -> Int {
+        var g = SystemRandomNumberGenerator()
+        return next(using: &g)
+    }
+
+    /// Back to the initial delay, after a connection that held.
+    public mutating func reset() { attempt = 0 }
+}
