@@ -29,10 +29,11 @@ MODULES=(
   "BLEGAP BLEWire BLEHCI"
   "BLEL2CAP BLEWire BLEHCI"
   "BLEATT BLEWire BLEHCI BLEL2CAP"
-  "BLEGATT BLEWire BLEATT"
+  "BLEGATT BLEWire BLEHCI BLEATT"
   "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT"
-  "LEDProfile BLEWire BLEGATT"
-  "AttledCLI BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile"
+  "LEDProfile BLEWire BLEHCI BLEATT BLEGATT"
+  "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile"
+  "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile"
   "BLESMP BLEWire"
 )
 FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/COpenSSL")

@@ -21,10 +21,9 @@ func runDecode(_ opts: Options) -> Int32 {
     for rec in records {
         let d = decoder.decode(rec.packet, rec.direction)
         if let f = opts.filter {
-            if f == "hci" && d.layer != "hci" { continue }
-            if f == "adv" && d.layer != "adv" { continue }
-            if f == "att" && d.layer != "att" { continue }
-            if f == "l2cap" && !(d.layer == "l2cap" || d.layer == "att") { continue }
+            // --filter l2cap also shows ATT, which rides on L2CAP.
+            let shown = f == .l2cap ? (d.layer == .l2cap || d.layer == .att) : d.layer == f
+            if !shown { continue }
         }
         Console.out(Tracer.format(d, packet: rec.packet, number: rec.number, seconds: rec.timestampUs >= t0 ? rec.timestampUs - t0 : 0, hex: opts.trace == .hex))
     }

@@ -1,6 +1,7 @@
 import BLEWire
 import BLETransport
 import LEDProfile
+import BLETrace
 
 /// What the user asked for. A command is a struct of named options whose
 /// values parse themselves; usage errors exit 64 with the usage line.
@@ -40,7 +41,7 @@ public struct Options: Sendable {
     /// Use cached handles without the Database Hash check (ATT errors still catch a stale cache).
     public var trustCache = false
     public var files: [String] = []
-    public var filter: String? = nil
+    public var filter: PacketLayer? = nil
 
     public init() {}
 }
@@ -204,7 +205,10 @@ extension Options {
             case "--timeout", "-t": o.timeoutMs = try ms(flag, try value(flag, inline), scale: 1000)
             case "--connect-timeout": o.connectTimeoutMs = try ms(flag, try value(flag, inline), scale: 1)
             case "--att-timeout": o.attTimeoutMs = try ms(flag, try value(flag, inline), scale: 1)
-            case "--filter": o.filter = try value(flag, inline)
+            case "--filter":
+                let v = try value(flag, inline)
+                guard let l = PacketLayer(rawValue: v) else { throw UsageError("--filter must be att, hci, adv or l2cap") }
+                o.filter = l
             default:
                 if a.hasPrefix("-") && a != "-" { throw UsageError("unknown option '\(a)'") }
                 if !sawCommand, let c = Command(rawValue: a), c != .help, c != .version {
@@ -239,7 +243,6 @@ extension Options {
             if value == nil { throw UsageError("send needs --value HEX") }
         case .decode:
             if files.count != 1 { throw UsageError("decode needs one FILE (or - for stdin)") }
-            if let f = filter, !["att", "hci", "adv", "l2cap"].contains(f) { throw UsageError("--filter must be att, hci, adv or l2cap") }
         default: break
         }
         if names.count + addresses.count > 1 && [.gatt, .ui].contains(command) {

@@ -14,8 +14,8 @@ public final class PacketDecoder {
     public struct Decoded: Sendable {
         public var header: String
         public var fields: [String]
-        /// Which layer the packet belongs to, for filtering: "hci", "adv", "l2cap", "att".
-        public var layer: String
+        /// Which layer the packet belongs to, for filtering.
+        public var layer: PacketLayer
     }
 
     private var reassembly: [Int: (expected: Int, data: [UInt8])] = [:]
@@ -29,7 +29,7 @@ public final class PacketDecoder {
         case .event: return decodeEvent(p.bytes, arrow)
         case .acl: return decodeACL(p.bytes, arrow, dir)
         default:
-            return Decoded(header: "\(arrow) \(p.type) plen \(p.bytes.count)", fields: ["        " + Hex.string(p.bytes)], layer: "hci")
+            return Decoded(header: "\(arrow) \(p.type) plen \(p.bytes.count)", fields: ["        " + Hex.string(p.bytes)], layer: .hci)
         }
     }
 
@@ -53,7 +53,7 @@ public final class PacketDecoder {
 
     func decodeCommand(_ bytes: [UInt8], _ arrow: String) -> Decoded {
         guard let cmd = try? HCICommand.decode(bytes) else {
-            return Decoded(header: "\(arrow) HCI Command (malformed) plen \(bytes.count)", fields: ["        truncated or length mismatch: " + Hex.string(bytes)], layer: "hci")
+            return Decoded(header: "\(arrow) HCI Command (malformed) plen \(bytes.count)", fields: ["        truncated or length mismatch: " + Hex.string(bytes)], layer: .hci)
         }
         let header = "\(arrow) HCI Command: \(cmd.opcode.name) (\(Self.h16(cmd.opcode.rawValue))) plen \(cmd.parameters.count)"
         var f: [String] = []
@@ -107,7 +107,7 @@ public final class PacketDecoder {
             f.append("\(i)malformed parameters: \(error)")
             f += Self.hexLines(cmd.parameters, indent: i)
         }
-        return Decoded(header: header, fields: f, layer: "hci")
+        return Decoded(header: header, fields: f, layer: .hci)
     }
 
     func connParams(_ c: ConnectionParameters, _ i: String) -> [String] {
@@ -124,11 +124,11 @@ public final class PacketDecoder {
         do { ev = try HCIEvent.decode(bytes) } catch {
             let name = code.map { "\($0.name) (\(Self.h8($0.rawValue)))" } ?? "?"
             return Decoded(header: "\(arrow) HCI Event: \(name) plen \(max(0, bytes.count - 2))",
-                           fields: ["        malformed: \(error)"] + Self.hexLines(bytes, indent: "        "), layer: "hci")
+                           fields: ["        malformed: \(error)"] + Self.hexLines(bytes, indent: "        "), layer: .hci)
         }
         let plen = max(0, bytes.count - 2)
         let i = "        "
-        var layer = "hci"
+        var layer = PacketLayer.hci
         var f: [String] = []
         var header = "\(arrow) HCI Event: \(code!.name) (\(Self.h8(code!.rawValue))) plen \(plen)"
         switch ev {
@@ -159,7 +159,7 @@ public final class PacketDecoder {
                   "\(i)Supervision timeout: \(formatMs(us: UInt64(c.supervisionTimeout) * 10_000, decimals: 0)) msec",
                   "\(i)Central clock accuracy: \(Self.h8(c.centralClockAccuracy))"]
         case let .leAdvertisingReport(reports, extended):
-            layer = "adv"
+            layer = .adv
             header = "\(arrow) HCI Event: LE Meta Event (0x3e) plen \(plen)"
             let sub = extended ? LESubevent.extendedAdvertisingReport : .advertisingReport
             f.append("      \(sub.name) (\(Self.h8(sub.rawValue)))")
@@ -278,7 +278,7 @@ public final class PacketDecoder {
 
     func decodeACL(_ bytes: [UInt8], _ arrow: String, _ dir: Direction) -> Decoded {
         guard let acl = try? ACLPacket.decode(bytes) else {
-            return Decoded(header: "\(arrow) ACL Data (malformed) plen \(bytes.count)", fields: ["        length mismatch: " + Hex.string(bytes)], layer: "l2cap")
+            return Decoded(header: "\(arrow) ACL Data (malformed) plen \(bytes.count)", fields: ["        length mismatch: " + Hex.string(bytes)], layer: .l2cap)
         }
         let header = "\(arrow) ACL Data: handle \(acl.handle) flags \(Self.h8(acl.boundary.rawValue | acl.broadcast << 2)) dlen \(acl.data.count)"
         let key = Int(acl.handle) * 2 + (dir == .sent ? 0 : 1)
@@ -288,32 +288,32 @@ public final class PacketDecoder {
                 let len = Int(UInt16(acl.data[0]) | UInt16(acl.data[1]) << 8) + 4
                 if acl.data.count < len {
                     reassembly[key] = (len, acl.data)
-                    return Decoded(header: header, fields: ["      L2CAP: start fragment, \(acl.data.count) of \(len) bytes"], layer: "l2cap")
+                    return Decoded(header: header, fields: ["      L2CAP: start fragment, \(acl.data.count) of \(len) bytes"], layer: .l2cap)
                 }
             }
             reassembly[key] = nil
             pdu = acl.data
         } else {
             guard var st = reassembly[key] else {
-                return Decoded(header: header, fields: ["      L2CAP: continuation without a start fragment (dropped by the stack)"], layer: "l2cap")
+                return Decoded(header: header, fields: ["      L2CAP: continuation without a start fragment (dropped by the stack)"], layer: .l2cap)
             }
             st.data += acl.data
             if st.data.count < st.expected {
                 reassembly[key] = st
-                return Decoded(header: header, fields: ["      L2CAP: continuation, \(st.data.count) of \(st.expected) bytes"], layer: "l2cap")
+                return Decoded(header: header, fields: ["      L2CAP: continuation, \(st.data.count) of \(st.expected) bytes"], layer: .l2cap)
             }
             reassembly[key] = nil
             pdu = st.data
         }
         var r = ByteReader(pdu)
         guard let len = try? r.u16(), let cid = try? r.u16() else {
-            return Decoded(header: header, fields: ["      L2CAP: truncated basic header: " + Hex.string(pdu)], layer: "l2cap")
+            return Decoded(header: header, fields: ["      L2CAP: truncated basic header: " + Hex.string(pdu)], layer: .l2cap)
         }
         let payload = r.rest()
         var f = ["      L2CAP: \(CID.name(cid)) (cid \(Self.h16(cid))) len \(len)" + (Int(len) != payload.count ? " (but \(payload.count) present)" : "")]
-        var layer = "l2cap"
+        var layer = PacketLayer.l2cap
         switch cid {
-        case CID.att: f += attLines(payload); layer = "att"
+        case CID.att: f += attLines(payload); layer = .att
         case CID.leSignalling: f += signallingLines(payload)
         case CID.smp: f += smpLines(payload)
         default: f += Self.hexLines(payload, indent: "        ")
@@ -465,4 +465,16 @@ public final class Tracer: PacketObserver {
         if hex { lines += PacketDecoder.hexLines(packet.h4, indent: "        | ") }
         return lines.joined(separator: "\n")
     }
+}
+
+/// The layer a decoded packet belongs to (`attled decode --filter`).
+public enum PacketLayer: String, Sendable, CaseIterable {
+    /// HCI commands and events other than advertising reports.
+    case hci
+    /// Advertising reports.
+    case adv
+    /// L2CAP signalling, SMP and undecodable ACL.
+    case l2cap
+    /// ATT PDUs.
+    case att
 }

@@ -213,7 +213,7 @@ struct PacketDecoderTests {
     func writeRequest() {
         let d = PacketDecoder().decode(h4("02 01 00 08 00 04 00 04 00 12 10 00 ff"), .sent)
         #expect(d.header == "< ACL Data: handle 1 flags 0x00 dlen 8")
-        #expect(d.layer == "att")
+        #expect(d.layer == .att)
         #expect(d.fields.contains { $0.contains("Write Request (0x12)") })
         #expect(d.fields.contains { $0.contains("Handle: 0x0010") })
         #expect(d.fields.contains { $0.contains("Data: ff") })
@@ -236,7 +236,7 @@ struct PacketDecoderTests {
         #expect(conn.contains("LE Connection Complete (0x01)"))
         #expect(conn.contains("Role: Central (0x00)"))
         let adv = dec.decode(h4("04 3e 26 0d 01 01 00 01 55 44 33 22 11 c0 01 00 ff 7f c5 00 00 00 00 00 00 00 00 00 0c 0b 09 43 61 73 73 61 72 54 65 63 68"), .received)
-        #expect(adv.layer == "adv")
+        #expect(adv.layer == .adv)
         #expect(text(adv).contains("Name (complete): CassarTech"))
         #expect(text(adv).contains("RSSI: -59 dBm (0xc5)"))
         let sig = text(dec.decode(h4("02 01 20 10 00 0c 00 05 00 12 01 08 00 18 00 28 00 00 00 90 01"), .received))
@@ -273,7 +273,7 @@ struct PacketDecoderTests {
         let b = dec.decode(h4("02 01 10 04 00 0b 41 42 43"), .received)
         #expect(b.fields == ["      L2CAP: continuation, 8 of 12 bytes"])
         let c = dec.decode(h4("02 01 10 04 00 44 45 46 47"), .received)
-        #expect(c.layer == "att")
+        #expect(c.layer == .att)
         #expect(text(c).contains("Value: 41 42 43 44 45 46 47 \"ABCDEFG\""))
     }
 
