@@ -3,6 +3,7 @@ import BLEWire
 /// ATT opcodes (Core Vol 3 Part F 3.4.8). Open: unknown opcodes survive.
 public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any opcode byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let errorResponse = ATTOpcode(rawValue: 0x01)
@@ -93,6 +94,7 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
 /// ATT error codes (Core Vol 3 Part F 3.4.1.1, Core Supplement Part B). Open.
 public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any error code byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let invalidHandle = ATTErrorCode(rawValue: 0x01)
     public static let readNotPermitted = ATTErrorCode(rawValue: 0x02)

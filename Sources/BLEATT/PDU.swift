@@ -4,6 +4,7 @@ import BLEWire
 public struct HandleValue: Hashable, Sendable {
     public var handle: UInt16
     public var value: [UInt8]
+    /// Pairs an attribute handle with its value.
     public init(handle: UInt16, value: [UInt8]) { self.handle = handle; self.value = value }
 }
 
@@ -12,6 +13,7 @@ public struct GroupValue: Hashable, Sendable {
     public var handle: UInt16
     public var endGroup: UInt16
     public var value: [UInt8]
+    /// A group from its start handle, End Group Handle and attribute value.
     public init(handle: UInt16, endGroup: UInt16, value: [UInt8]) { self.handle = handle; self.endGroup = endGroup; self.value = value }
 }
 
@@ -20,6 +22,7 @@ public struct GroupValue: Hashable, Sendable {
 public struct HandlesInformation: Hashable, Sendable {
     public var found: UInt16
     public var groupEnd: UInt16
+    /// An entry from the Found Attribute Handle and the Group End Handle.
     public init(found: UInt16, groupEnd: UInt16) { self.found = found; self.groupEnd = groupEnd }
 }
 
@@ -27,6 +30,7 @@ public struct HandlesInformation: Hashable, Sendable {
 public struct HandleUUID: Hashable, Sendable {
     public var handle: UInt16
     public var uuid: BluetoothUUID
+    /// Pairs an attribute handle with its attribute type.
     public init(handle: UInt16, uuid: BluetoothUUID) { self.handle = handle; self.uuid = uuid }
 }
 
@@ -137,6 +141,7 @@ public enum ATTPDU: Hashable, Sendable {
 
     /// Decodes one PDU. Every length rule of Core Vol 3 Part F 3.4 is checked;
     /// a violation throws `WireError`, never traps.
+    /// - Throws: `WireError` for a truncated PDU, trailing bytes or a field value the spec forbids.
     public static func decode(_ bytes: [UInt8]) throws -> ATTPDU {
         var r = ByteReader(bytes)
         let op = ATTOpcode(rawValue: try r.u8("opcode"))

@@ -3,6 +3,7 @@ import BLEWire
 /// An AD type (Bluetooth Assigned Numbers 2.3; Core Supplement Part A). Open.
 public struct ADType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any AD type byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let flags = ADType(rawValue: 0x01)
     public static let incomplete16 = ADType(rawValue: 0x02)
@@ -85,8 +86,12 @@ public struct AdvertisingData: Hashable, Sendable {
     public var structures: [ADStructure] = []
     public var problems: [String] = []
 
+    /// Empty data: no structures, no problems.
     public init() {}
 
+    /// Splits `bytes` into AD structures and decodes the known types. Parsing
+    /// stops at a zero length octet (the rest should be zero padding) or at a
+    /// structure that overruns the input; each irregularity is added to `problems`.
     public init(_ bytes: [UInt8]) {
         var i = 0
         while i < bytes.count {

@@ -33,6 +33,7 @@ public enum GATTUUID {
 /// Characteristic properties (Core Vol 3 Part G 3.3.1.1).
 public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Properties from the bit field of a Characteristic declaration.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let broadcast = CharacteristicProperties(rawValue: 0x01)
     public static let read = CharacteristicProperties(rawValue: 0x02)
@@ -55,6 +56,7 @@ public struct Service: Hashable, Sendable {
     public var uuid: BluetoothUUID
     public var start: UInt16
     public var end: UInt16
+    /// A service from its UUID and its first and last attribute handles.
     public init(uuid: BluetoothUUID, start: UInt16, end: UInt16) { self.uuid = uuid; self.start = start; self.end = end }
 }
 
@@ -67,12 +69,16 @@ public struct Characteristic: Hashable, Sendable {
     public var valueHandle: UInt16
     public var uuid: BluetoothUUID
     public var end: UInt16
+    /// A characteristic from its declaration fields and the last handle that belongs to it.
     public init(declarationHandle: UInt16, properties: CharacteristicProperties, valueHandle: UInt16, uuid: BluetoothUUID, end: UInt16) {
         self.declarationHandle = declarationHandle; self.properties = properties
         self.valueHandle = valueHandle; self.uuid = uuid; self.end = end
     }
 
     /// Decodes a Characteristic declaration value (3.3.1): properties, value handle, UUID.
+    /// - Throws: `WireError` if the value is truncated, the UUID is not 2 or 16
+    ///   bytes, or the value handle does not come after the declaration handle.
+    /// - Returns: the characteristic with `end` set to 0xFFFF, to be narrowed by the caller.
     public static func decodeDeclaration(handle: UInt16, value: [UInt8]) throws -> Characteristic {
         var r = ByteReader(value)
         let p = CharacteristicProperties(rawValue: try r.u8("Characteristic Properties"))
@@ -90,6 +96,7 @@ public struct Characteristic: Hashable, Sendable {
 public struct Descriptor: Hashable, Sendable {
     public var handle: UInt16
     public var uuid: BluetoothUUID
+    /// A descriptor from its handle and type (as Find Information reports them).
     public init(handle: UInt16, uuid: BluetoothUUID) { self.handle = handle; self.uuid = uuid }
 }
 

@@ -20,6 +20,8 @@ public struct ACLPacket: Hashable, Sendable {
     public var broadcast: UInt8
     public var data: [UInt8]
 
+    /// A packet for connection `handle` carrying `data`, with the given boundary
+    /// and broadcast flags (only the low 12 bits of `handle` and 2 of `broadcast` are encoded).
     public init(handle: UInt16, boundary: Boundary, broadcast: UInt8 = 0, data: [UInt8]) {
         self.handle = handle; self.boundary = boundary; self.broadcast = broadcast; self.data = data
     }
@@ -36,6 +38,9 @@ public struct ACLPacket: Hashable, Sendable {
 
     public var packet: HCIPacket { HCIPacket(.acl, encoded) }
 
+    /// Decodes the bytes after the H4 indicator: handle and flags, data total
+    /// length, then exactly that many bytes of data.
+    /// - Throws: `WireError` if the data is shorter than its length field or followed by extra bytes.
     public static func decode(_ bytes: [UInt8]) throws -> ACLPacket {
         var r = ByteReader(bytes)
         let hf = try r.u16("handle and flags")

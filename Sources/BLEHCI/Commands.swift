@@ -5,6 +5,7 @@ import BLETransport
 public struct HCICommand: Hashable, Sendable {
     public var opcode: HCIOpcode
     public var parameters: [UInt8]
+    /// A command from its opcode and already-encoded parameters.
     public init(_ opcode: HCIOpcode, _ parameters: [UInt8] = []) {
         self.opcode = opcode
         self.parameters = parameters
@@ -22,6 +23,7 @@ public struct HCICommand: Hashable, Sendable {
     public var packet: HCIPacket { HCIPacket(.command, encoded) }
 
     /// Parses a command packet (for the tracer and for tests).
+    /// - Throws: `WireError` if the parameters are shorter than their length byte or followed by extra bytes.
     public static func decode(_ bytes: [UInt8]) throws -> HCICommand {
         var r = ByteReader(bytes)
         let op = HCIOpcode(rawValue: try r.u16("opcode"))
@@ -92,6 +94,8 @@ public struct LEScanParameters: Hashable, Sendable {
     public var ownAddressType: AddressType
     public var filterPolicy: UInt8
 
+    /// Scan parameters; the defaults are an active scan with a 10 ms interval
+    /// and window (0x0010), public own address, no filter accept list.
     public init(active: Bool = true, interval: UInt16 = 0x0010, window: UInt16 = 0x0010,
                 ownAddressType: AddressType = .public, filterPolicy: UInt8 = 0) {
         self.active = active; self.interval = interval; self.window = window
@@ -104,6 +108,8 @@ public struct LEScanParameters: Hashable, Sendable {
         return HCICommand(.leSetScanParameters, w.bytes)
     }
 
+    /// Decodes the parameters of LE Set Scan Parameters (7.8.10), e.g. as seen by the tracer.
+    /// - Throws: `WireError` if the parameters are not exactly 7 bytes.
     public static func decode(_ p: [UInt8]) throws -> LEScanParameters {
         var r = ByteReader(p)
         let v = LEScanParameters(active: try r.u8("LE_Scan_Type") == 1, interval: try r.u16("LE_Scan_Interval"),
@@ -122,6 +128,7 @@ public struct LEScanParameters: Hashable, Sendable {
     }
 
     /// Decodes LE Set Extended Scan Parameters, returning the first PHY's settings.
+    /// - Throws: `WireError` if a PHY's block is truncated, bytes are left over, or no PHY bit is set.
     public static func decodeExtended(_ p: [UInt8]) throws -> (params: LEScanParameters, phys: UInt8) {
         var r = ByteReader(p)
         let own = AddressType(rawValue: try r.u8("Own_Address_Type"))
@@ -148,6 +155,8 @@ public struct ConnectionParameters: Hashable, Sendable {
     public var minCELength: UInt16
     public var maxCELength: UInt16
 
+    /// Connection parameters; the defaults ask for a 30-50 ms interval, no
+    /// latency and a 5 s supervision timeout, with no CE length hint.
     public init(intervalMin: UInt16 = 0x0018, intervalMax: UInt16 = 0x0028, latency: UInt16 = 0,
                 supervisionTimeout: UInt16 = 0x01F4, minCELength: UInt16 = 0, maxCELength: UInt16 = 0) {
         self.intervalMin = intervalMin; self.intervalMax = intervalMax; self.latency = latency
@@ -194,6 +203,9 @@ public struct LECreateConnection: Hashable, Sendable {
     public var ownAddressType: AddressType
     public var connection: ConnectionParameters
 
+    /// Create Connection parameters for `peer`; the defaults scan with a 10 ms
+    /// interval and window, connect to that peer only (no filter accept list)
+    /// and use the default `ConnectionParameters`.
     public init(peer: DeviceAddress, ownAddressType: AddressType, scanInterval: UInt16 = 0x0010, scanWindow: UInt16 = 0x0010,
                 filterPolicy: UInt8 = 0, connection: ConnectionParameters = ConnectionParameters()) {
         self.peer = peer; self.ownAddressType = ownAddressType; self.scanInterval = scanInterval
@@ -208,6 +220,8 @@ public struct LECreateConnection: Hashable, Sendable {
         return HCICommand(.leCreateConnection, w.bytes)
     }
 
+    /// Decodes the parameters of LE Create Connection (7.8.12).
+    /// - Throws: `WireError` if the parameters are not exactly 25 bytes.
     public static func decode(_ p: [UInt8]) throws -> LECreateConnection {
         var r = ByteReader(p)
         let si = try r.u16("LE_Scan_Interval"), sw = try r.u16("LE_Scan_Window"), fp = try r.u8("Initiator_Filter_Policy")
@@ -228,6 +242,8 @@ public struct LECreateConnection: Hashable, Sendable {
         return HCICommand(.leExtendedCreateConnection, w.bytes)
     }
 
+    /// Decodes LE Extended Create Connection (7.8.66), keeping the first initiating PHY's parameters.
+    /// - Throws: `WireError` if a PHY's block is truncated, bytes are left over, or no PHY bit is set.
     public static func decodeExtended(_ p: [UInt8]) throws -> LECreateConnection {
         var r = ByteReader(p)
         let fp = try r.u8("Initiator_Filter_Policy")
@@ -253,6 +269,7 @@ public struct LECreateConnection: Hashable, Sendable {
 public struct LEConnectionUpdate: Hashable, Sendable {
     public var handle: UInt16
     public var parameters: ConnectionParameters
+    /// An update of connection `handle` to `parameters`.
     public init(handle: UInt16, parameters: ConnectionParameters) {
         self.handle = handle; self.parameters = parameters
     }
@@ -260,6 +277,8 @@ public struct LEConnectionUpdate: Hashable, Sendable {
         var w = ByteWriter(); w.u16(handle); parameters.write(&w)
         return HCICommand(.leConnectionUpdate, w.bytes)
     }
+    /// Decodes the parameters of LE Connection Update (7.8.18).
+    /// - Throws: `WireError` if the parameters are not exactly 14 bytes.
     public static func decode(_ p: [UInt8]) throws -> LEConnectionUpdate {
         var r = ByteReader(p)
         let h = try r.u16("Connection_Handle")

@@ -32,6 +32,9 @@ extension HCIHost {
     /// (Read Buffer Size when the LE size is 0), and LE Set Random Address when
     /// the controller has no public address. Commands that are optional for a
     /// controller are tolerated when rejected.
+    /// - Throws: `HCIError` when a required command fails or times out, or the
+    ///   transport fails; `WireError` when LE Read Buffer Size or Read Buffer Size
+    ///   returns parameters too short to decode.
     public func initialize(randomAddress: BDAddress? = nil) throws -> ControllerInfo {
         var info = ControllerInfo()
         try execute(.reset, timeoutMs: max(commandTimeoutMs, 3000))

@@ -3,6 +3,7 @@ import BLEWire
 /// Event codes (Core Vol 4 Part E 7.7). Open.
 public struct HCIEventCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any event code byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let disconnectionComplete = HCIEventCode(rawValue: 0x05)
     public static let encryptionChange = HCIEventCode(rawValue: 0x08)
@@ -28,6 +29,7 @@ public struct HCIEventCode: RawRepresentable, Hashable, Sendable, CustomStringCo
 /// LE Meta subevent codes (Core Vol 4 Part E 7.7.65). Open.
 public struct LESubevent: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any subevent code byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let connectionComplete = LESubevent(rawValue: 0x01)
     public static let advertisingReport = LESubevent(rawValue: 0x02)
@@ -149,6 +151,7 @@ public struct AdvertisingReport: Hashable, Sendable {
         }
     }
 
+    /// The PDU name of a legacy advertising Event_Type (7.7.65.2): 0 ADV_IND to 4 SCAN_RSP, "reserved 0xNN" otherwise.
     public static func legacyTypeName(_ t: UInt8) -> String {
         let names = ["ADV_IND", "ADV_DIRECT_IND", "ADV_SCAN_IND", "ADV_NONCONN_IND", "SCAN_RSP"]
         return Int(t) < names.count ? names[Int(t)] : "reserved 0x\(Hex.int(t, width: 2))"
@@ -170,6 +173,7 @@ public enum HCIEvent: Hashable, Sendable {
     case leMeta(LESubevent, [UInt8])
     case other(HCIEventCode, [UInt8])
 
+    /// One Connection_Handle / Num_Completed_Packets pair of Number Of Completed Packets (7.7.19).
     public struct HandleCount: Hashable, Sendable {
         public var handle: UInt16
         public var count: UInt16
@@ -177,6 +181,7 @@ public enum HCIEvent: Hashable, Sendable {
 
     /// Decodes an event packet (the bytes after the H4 indicator). Throws
     /// `WireError` on any length inconsistency; never traps.
+    /// - Throws: `WireError` (truncated parameters, extra bytes, or a field the spec forbids such as 0 reports).
     public static func decode(_ bytes: [UInt8]) throws -> HCIEvent {
         var r = ByteReader(bytes)
         let code = HCIEventCode(rawValue: try r.u8("event code"))
@@ -314,6 +319,8 @@ public struct LocalVersion: Hashable, Sendable {
     public var manufacturer: UInt16
     public var lmpSubversion: UInt16
 
+    /// Decodes the return parameters; the leading Status byte is skipped, not checked.
+    /// - Throws: `WireError.truncated` if fewer than 9 bytes are given.
     public static func decode(_ rp: [UInt8]) throws -> LocalVersion {
         var r = ByteReader(rp)
         _ = try r.u8("Status")
@@ -334,12 +341,18 @@ public struct BufferSize: Hashable, Sendable {
     public var aclLength: UInt16
     public var aclPackets: UInt16
 
+    /// Decodes LE Read Buffer Size return parameters (7.8.2); the Status byte is skipped, not checked.
+    /// A length or count of 0 means the controller shares the BR/EDR buffers.
+    /// - Throws: `WireError.truncated` if fewer than 4 bytes are given.
     public static func decodeLE(_ rp: [UInt8]) throws -> BufferSize {
         var r = ByteReader(rp)
         _ = try r.u8("Status")
         return BufferSize(aclLength: try r.u16("LE_ACL_Data_Packet_Length"), aclPackets: UInt16(try r.u8("Total_Num_LE_ACL_Data_Packets")))
     }
 
+    /// Decodes Read Buffer Size return parameters (7.4.5), keeping the ACL
+    /// length and count; the Status byte is skipped and the synchronous fields ignored.
+    /// - Throws: `WireError.truncated` if fewer than 6 bytes are given.
     public static func decodeBREDR(_ rp: [UInt8]) throws -> BufferSize {
         var r = ByteReader(rp)
         _ = try r.u8("Status")

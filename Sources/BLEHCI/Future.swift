@@ -57,6 +57,7 @@ public final class Future<Value> {
     }
 
     /// A future of `transform(value)`; an error thrown by `transform` fails it.
+    /// - Throws: Nothing itself; an error thrown by `transform` fails the returned future.
     public func map<T>(_ transform: @escaping (Value) throws -> T) -> Future<T> {
         let next = Future<T>()
         whenComplete { r in
@@ -69,6 +70,8 @@ public final class Future<Value> {
     }
 
     /// Chains a further asynchronous step after this one succeeds.
+    /// - Throws: Nothing itself; an error thrown by `transform`, or a failure of
+    ///   the future it returns, fails the returned future.
     public func flatMap<T>(_ transform: @escaping (Value) throws -> Future<T>) -> Future<T> {
         let next = Future<T>()
         whenComplete { r in
@@ -82,6 +85,7 @@ public final class Future<Value> {
     }
 
     /// Replaces a failure with the outcome of `handler` (which may rethrow).
+    /// - Throws: Nothing itself; an error thrown by `handler` fails the returned future.
     public func recover(_ handler: @escaping (any Error) throws -> Future<Value>) -> Future<Value> {
         let next = Future<Value>()
         whenComplete { r in
@@ -104,6 +108,7 @@ public final class Future<Value> {
 
 extension Future {
     /// Runs `body` to produce a future; an error it throws becomes a failed future.
+    /// - Throws: Nothing itself; an error thrown by `body` is returned as a failed future.
     public static func attempt(_ body: () throws -> Future<Value>) -> Future<Value> {
         do { return try body() } catch { return Future(error: error) }
     }
@@ -116,6 +121,8 @@ extension Future where Value == Void {
 
 /// Runs `step` over `items` one after another, each starting when the
 /// previous one succeeded; the first failure ends the sequence.
+/// - Throws: Nothing itself; an error thrown by `step` fails the returned future
+///   and stops the sequence.
 public func sequentially<T>(_ items: [T], _ step: @escaping (T) throws -> Future<Void>) -> Future<Void> {
     var i = 0
     let all = Future<Void>()

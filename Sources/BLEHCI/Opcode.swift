@@ -4,7 +4,9 @@ import BLEWire
 /// Open: any opcode parses and prints.
 public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt16
+    /// Any 16-bit opcode, including ones not named below.
     public init(rawValue: UInt16) { self.rawValue = rawValue }
+    /// Packs an opcode group field (upper 6 bits) and command field (lower 10 bits; extra bits are masked off).
     public init(ogf: UInt16, ocf: UInt16) { rawValue = ogf << 10 | (ocf & 0x3FF) }
     public var ogf: UInt16 { rawValue >> 10 }
     public var ocf: UInt16 { rawValue & 0x3FF }

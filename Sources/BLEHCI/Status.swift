@@ -3,6 +3,7 @@ import BLEWire
 /// An HCI status / error code (Core Vol 1 Part F). Open: unknown codes survive and print as hex.
 public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any status byte, including codes not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let success = HCIStatus(rawValue: 0x00)

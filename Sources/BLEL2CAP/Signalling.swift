@@ -7,6 +7,7 @@ public enum CID {
     public static let leSignalling: UInt16 = 0x0005
     public static let smp: UInt16 = 0x0006
 
+    /// A human name for a channel ID: the fixed channels, "dynamic" from 0x0040, "reserved" otherwise.
     public static func name(_ cid: UInt16) -> String {
         switch cid {
         case att: return "ATT"
@@ -26,6 +27,7 @@ public struct SignallingCommand: Hashable, Sendable {
     public var identifier: UInt8
     public var data: [UInt8]
 
+    /// A command from its code, identifier (to match a response to its request) and data.
     public init(code: UInt8, identifier: UInt8, data: [UInt8]) {
         self.code = code; self.identifier = identifier; self.data = data
     }
@@ -47,6 +49,7 @@ public struct SignallingCommand: Hashable, Sendable {
         0x18: "Credit Based Connection Response", 0x19: "Credit Based Reconfigure Request",
         0x1A: "Credit Based Reconfigure Response",
     ]
+    /// The spec name of a signalling command code (Core Vol 3 Part A 4), or "Unknown signalling command".
     public static func name(_ code: UInt8) -> String { names[code] ?? "Unknown signalling command" }
 
     /// Codes that are requests (expect an answer) on the LE signalling channel.
@@ -59,6 +62,7 @@ public struct SignallingCommand: Hashable, Sendable {
     }
 
     /// Decodes one command from a C-frame payload (LE carries one command per frame).
+    /// - Throws: `WireError` if the data is shorter than its Length field or followed by extra bytes.
     public static func decode(_ bytes: [UInt8]) throws -> SignallingCommand {
         var r = ByteReader(bytes)
         let code = try r.u8("Code")
@@ -71,22 +75,27 @@ public struct SignallingCommand: Hashable, Sendable {
 
     // Builders and decoders for the commands attled handles.
 
+    /// Command Reject (4.1) answering the request `identifier`; reason 0x0000 is "Command not understood".
     public static func commandReject(identifier: UInt8, reason: UInt16 = 0x0000) -> SignallingCommand {
         var w = ByteWriter(); w.u16(reason)
         return SignallingCommand(code: commandReject, identifier: identifier, data: w.bytes)
     }
 
+    /// Connection Parameter Update Response (4.21): result 0x0000 accepted, 0x0001 rejected.
     public static func connectionParameterUpdateResponse(identifier: UInt8, accepted: Bool) -> SignallingCommand {
         var w = ByteWriter(); w.u16(accepted ? 0 : 1)
         return SignallingCommand(code: connectionParameterUpdateResponse, identifier: identifier, data: w.bytes)
     }
 
+    /// Connection Parameter Update Request (4.20): interval min and max, latency
+    /// and timeout from `p` (the CE lengths have no field in this command).
     public static func connectionParameterUpdateRequest(identifier: UInt8, _ p: ConnectionParameters) -> SignallingCommand {
         var w = ByteWriter(); w.u16(p.intervalMin); w.u16(p.intervalMax); w.u16(p.latency); w.u16(p.supervisionTimeout)
         return SignallingCommand(code: connectionParameterUpdateRequest, identifier: identifier, data: w.bytes)
     }
 
     /// The parameters of a Connection Parameter Update Request (4.20).
+    /// - Throws: `WireError` if the data is not exactly 8 bytes.
     public func connectionParameters() throws -> ConnectionParameters {
         var r = ByteReader(data)
         let p = ConnectionParameters(intervalMin: try r.u16("Interval Min"), intervalMax: try r.u16("Interval Max"),
@@ -112,6 +121,7 @@ public enum SMP {
         0x0B: "Security Request", 0x0C: "Pairing Public Key", 0x0D: "Pairing DHKey Check",
         0x0E: "Pairing Keypress Notification",
     ]
+    /// The spec name of an SMP command code (Core Vol 3 Part H 3.3), or "Unknown SMP command".
     public static func name(_ code: UInt8) -> String { names[code] ?? "Unknown SMP command" }
 
     static let reasons: [UInt8: String] = [
@@ -122,7 +132,9 @@ public enum SMP {
         0x0D: "BR/EDR pairing in progress", 0x0E: "Cross-transport Key Derivation/Generation not allowed",
         0x0F: "Key Rejected",
     ]
+    /// The spec name of a Pairing Failed reason code (Core Vol 3 Part H 3.5.5), or "Unknown reason".
     public static func reasonName(_ r: UInt8) -> String { reasons[r] ?? "Unknown reason" }
 
+    /// The bytes of a Pairing Failed PDU (Core Vol 3 Part H 3.5.5): code 0x05 and `reason`.
     public static func pairingFailed(reason: UInt8 = reasonPairingNotSupported) -> [UInt8] { [pairingFailed, reason] }
 }

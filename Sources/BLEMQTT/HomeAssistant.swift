@@ -41,6 +41,10 @@ public struct HATopics: Sendable, Equatable {
     /// This gateway's id (sanitised: `[a-z0-9_-]`), so several gateways can share a broker.
     public let gatewayID: String
 
+    /// Validates both prefixes and sanitises `gatewayID`.
+    /// - Throws: `HAError.invalidPrefix` for a prefix that is empty, over 200
+    ///   bytes, has `+`, `#` or NUL, or starts or ends with `/`;
+    ///   `HAError.invalidID` when `gatewayID` keeps no letter or digit.
     public init(topicPrefix: String = "attled", discoveryPrefix: String = "homeassistant", gatewayID: String = "gateway") throws(HAError) {
         try HATopics.validate(topicPrefix)
         try HATopics.validate(discoveryPrefix)
@@ -58,8 +62,11 @@ public struct HATopics: Sendable, Equatable {
 
     /// `<topicPrefix>/<node>`: the root of one device's topics.
     public func base(_ device: HADevice) -> String { "\(topicPrefix)/\(device.nodeID)" }
+    /// `<topicPrefix>/<node>/set`: where Home Assistant sends the light's JSON commands.
     public func command(_ device: HADevice) -> String { base(device) + "/set" }
+    /// `<topicPrefix>/<node>/state`: where the light's JSON state is published.
     public func state(_ device: HADevice) -> String { base(device) + "/state" }
+    /// `<topicPrefix>/<node>/availability`: the device's `online` / `offline`.
     public func availability(_ device: HADevice) -> String { base(device) + "/availability" }
     /// Command topic of harness button `number` (1 or 2).
     public func button(_ device: HADevice, _ number: Int) -> String { base(device) + "/button\(number)" }
@@ -122,6 +129,8 @@ public struct HADevice: Sendable, Equatable {
     public let model: String
     public let kind: Kind
 
+    /// A device from its stable id, display name, model and kind; `nodeID` is `id` sanitised.
+    /// - Throws: `HAError.invalidID` when `id` keeps no letter or digit.
     public init(id: String, name: String, model: String, kind: Kind) throws(HAError) {
         self.id = id
         self.nodeID = try HATopics.sanitise(id)
@@ -144,6 +153,7 @@ public struct HAMessage: Sendable, Equatable {
     public let payload: JSONValue
     public let retain: Bool
 
+    /// A message publishing `payload` (serialised as JSON) on `topic`, retained when `retain`.
     public init(topic: String, payload: JSONValue, retain: Bool) {
         self.topic = topic
         self.payload = payload
@@ -299,6 +309,7 @@ public struct LightColor: Sendable, Hashable, CustomStringConvertible {
     public var r: UInt8
     public var g: UInt8
     public var b: UInt8
+    /// A colour from its red, green and blue values.
     public init(_ r: UInt8, _ g: UInt8, _ b: UInt8) { self.r = r; self.g = g; self.b = b }
     public static let black = LightColor(0, 0, 0)
     public static let white = LightColor(255, 255, 255)
@@ -347,6 +358,7 @@ public struct LightCommand: Sendable, Equatable {
     /// Seconds; accepted because Home Assistant sends it when asked, ignored (the devices cannot flash).
     public var flash: Int?
 
+    /// A command; every field but `on` defaults to absent.
     public init(on: Bool, brightness: UInt8? = nil, color: LightColor? = nil, transition: Double? = nil, flash: Int? = nil) {
         self.on = on
         self.brightness = brightness
@@ -361,6 +373,9 @@ public struct LightCommand: Sendable, Equatable {
     /// Parses `{"state":"ON"|"OFF", "brightness":0...255, "color":{"r","g","b"},
     /// "transition":s, "flash":s}`. `state` is required; any other member, a
     /// wrong type, a fractional or out-of-range value is refused with the field named.
+    /// - Throws: `LightCommandError`: `.tooLarge` over `maxPayloadBytes`, `.json`
+    ///   for invalid JSON (nesting limit 4), `.notAnObject`, `.missingField`,
+    ///   `.unknownField`, `.wrongType` or `.outOfRange`.
     public static func parse(_ payload: [UInt8]) throws(LightCommandError) -> LightCommand {
         guard payload.count <= maxPayloadBytes else { throw .tooLarge(bytes: payload.count, limit: maxPayloadBytes) }
         let doc: JSONValue
@@ -400,6 +415,7 @@ public struct LightCommand: Sendable, Equatable {
     }
 
     /// Parses a command given as text.
+    /// - Throws: `LightCommandError`, as `parse(_:)` on the UTF-8 bytes.
     public static func parse(_ text: String) throws(LightCommandError) -> LightCommand { try parse(Array(text.utf8)) }
 
     static func channel(_ v: JSONValue, field: String) throws(LightCommandError) -> UInt8 {
@@ -439,6 +455,7 @@ public struct LightState: Sendable, Equatable {
     public var color: LightColor
     public var brightness: UInt8
 
+    /// A state from on/off, the chosen colour and the brightness (0 ... 255).
     public init(on: Bool, color: LightColor, brightness: UInt8) {
         self.on = on
         self.color = color

@@ -17,6 +17,8 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(String, JSONValue)])
 
+    /// Structural equality: same case and equal contents; `.int(1)` differs from
+    /// `.double(1)`, and object members are compared pairwise, in order.
     public static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case (.null, .null): return true
@@ -155,11 +157,17 @@ public enum JSONValue: Sendable, Equatable {
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
+    /// `nil` builds `.null`.
     public init(nilLiteral: ()) { self = .null }
+    /// `true` / `false` build `.bool`.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// An integer literal builds `.int`.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// A floating-point literal builds `.double`.
     public init(floatLiteral value: Double) { self = .double(value) }
+    /// A string literal builds `.string`.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An array literal builds `.array`, elements in order.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     /// Members keep the order they are written in.
     public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements) }
@@ -169,6 +177,7 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 
 /// Why a JSON text was refused, and the byte offset where that was found.
 public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What was wrong at `offset`.
     public enum Reason: Equatable, Sendable {
         /// The input ended where `expected` was still due.
         case unexpectedEnd(expected: String)
@@ -200,6 +209,7 @@ public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
     public let offset: Int
     public let reason: Reason
 
+    /// An error found at byte `offset` of the input.
     public init(offset: Int, reason: Reason) {
         self.offset = offset
         self.reason = reason
@@ -245,6 +255,7 @@ extension JSONValue {
     /// Parses one JSON text (RFC 8259) from UTF-8 bytes: one value, optionally
     /// surrounded by whitespace. Never traps: every failure is a `JSONError`
     /// with the byte offset. `maxDepth` is clamped to 1...`maxDepthCeiling`.
+    /// - Throws: `JSONError` with the byte offset and the reason.
     public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
         var p = JSONParser(bytes: bytes, maxDepth: min(max(maxDepth, 1), maxDepthCeiling))
         p.skipWhitespace()
@@ -255,6 +266,7 @@ extension JSONValue {
     }
 
     /// Parses a JSON text held in a String.
+    /// - Throws: `JSONError`, offsets counted in the text's UTF-8 bytes.
     public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
         try parse(Array(text.utf8), maxDepth: maxDepth)
     }

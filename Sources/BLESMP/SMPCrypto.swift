@@ -33,6 +33,8 @@ public enum SMPCrypto {
     // MARK: Primitives
 
     /// Security function e (2.2.1): AES-128 encryption of one block.
+    /// - Throws: `SMPCryptoError.invalidLength` unless key and plaintext are 16
+    ///   bytes; `SMPCryptoError.openssl` if AES-128 fails.
     public static func e(key: [UInt8], plaintext: [UInt8]) throws(SMPCryptoError) -> [UInt8] {
         try check(key, 16, "key")
         try check(plaintext, 16, "plaintext")
@@ -46,6 +48,8 @@ public enum SMPCrypto {
     /// AES-CMAC (RFC 4493) with a 128-bit key, as the specification writes it
     /// (2.2.5): key and message most significant octet first, result likewise.
     /// The f and g functions below wrap it in SMP byte order.
+    /// - Throws: `SMPCryptoError.invalidLength` unless the key is 16 bytes;
+    ///   `SMPCryptoError.openssl` if AES-CMAC fails.
     public static func aesCMAC(key: [UInt8], message: [UInt8]) throws(SMPCryptoError) -> [UInt8] {
         try check(key, 16, "key")
         var out = [UInt8](repeating: 0, count: 16)
@@ -55,6 +59,8 @@ public enum SMPCrypto {
     }
 
     /// `count` bytes from OpenSSL's CSPRNG (RAND_bytes).
+    /// - Returns: an empty array when `count` is 0 or negative.
+    /// - Throws: `SMPCryptoError.openssl` if RAND_bytes fails.
     public static func random(_ count: Int) throws(SMPCryptoError) -> [UInt8] {
         guard count > 0 else { return [] }
         var out = [UInt8](repeating: 0, count: count)
@@ -66,6 +72,8 @@ public enum SMPCrypto {
 
     /// Random address hash ah (2.2.2): `ah(k, r) = e(k, r') mod 2^24`, r' the
     /// 24-bit `prand` padded with zeros. Returns the 3-byte hash.
+    /// - Throws: `SMPCryptoError.invalidLength` unless `prand` is 3 bytes and
+    ///   `irk` 16; `SMPCryptoError.openssl` if AES fails.
     public static func ah(irk: [UInt8], prand: [UInt8]) throws(SMPCryptoError) -> [UInt8] {
         try check(prand, 3, "prand")
         let r = prand + [UInt8](repeating: 0, count: 13)
@@ -76,6 +84,8 @@ public enum SMPCrypto {
     /// `c1 = e(k, e(k, r XOR p1) XOR p2)` with `p1 = pres || preq || rat' || iat'`
     /// and `p2 = padding || ia || ra`. `preq` and `pres` are the whole Pairing
     /// Request and Response PDUs (7 bytes each, code first) as sent.
+    /// - Throws: `SMPCryptoError.invalidLength` unless `k` and `r` are 16 bytes
+    ///   and `preq` and `pres` 7; `SMPCryptoError.openssl` if AES fails.
     public static func c1(k: [UInt8], r: [UInt8], preq: [UInt8], pres: [UInt8],
                           initiator: DeviceAddress, responder: DeviceAddress) throws(SMPCryptoError) -> [UInt8] {
         try check(r, 16, "r")
@@ -91,6 +101,8 @@ public enum SMPCrypto {
     /// Key generation s1 for LE legacy pairing (2.2.4): `e(k, r1' || r2')`,
     /// r1' and r2' the least significant 64 bits of r1 and r2. The STK is
     /// `s1(TK, Srand, Mrand)`.
+    /// - Throws: `SMPCryptoError.invalidLength` unless `k`, `r1` and `r2` are 16
+    ///   bytes; `SMPCryptoError.openssl` if AES fails.
     public static func s1(k: [UInt8], r1: [UInt8], r2: [UInt8]) throws(SMPCryptoError) -> [UInt8] {
         try check(r1, 16, "r1")
         try check(r2, 16, "r2")
@@ -102,6 +114,8 @@ public enum SMPCrypto {
     /// Confirm value generation f4 (2.2.6): `AES-CMAC_X(U || V || Z)`. U and V
     /// are public key X coordinates (32 bytes), X a nonce, Z one octet (0 for
     /// Just Works and Numeric Comparison).
+    /// - Throws: `SMPCryptoError.invalidLength` unless U and V are 32 bytes and
+    ///   X 16; `SMPCryptoError.openssl` if AES-CMAC fails.
     public static func f4(u: [UInt8], v: [UInt8], x: [UInt8], z: UInt8) throws(SMPCryptoError) -> [UInt8] {
         try check(u, 32, "U")
         try check(v, 32, "V")
@@ -116,6 +130,8 @@ public enum SMPCrypto {
 
     /// Key generation f5 (2.2.7): from the DHKey W, the two nonces and the two
     /// device addresses, the MacKey (counter 0) and the LTK (counter 1).
+    /// - Throws: `SMPCryptoError.invalidLength` unless W is 32 bytes and N1 and
+    ///   N2 16; `SMPCryptoError.openssl` if AES-CMAC fails.
     public static func f5(w: [UInt8], n1: [UInt8], n2: [UInt8],
                           a1: DeviceAddress, a2: DeviceAddress) throws(SMPCryptoError) -> (macKey: [UInt8], ltk: [UInt8]) {
         try check(w, 32, "W")
@@ -133,6 +149,8 @@ public enum SMPCrypto {
     /// `ioCap` is 3 bytes least significant first: IO Capability, OOB data
     /// flag, AuthReq (see `PairingParameters.ioCap`). R is 16 bytes (zero for
     /// Just Works).
+    /// - Throws: `SMPCryptoError.invalidLength` unless W (the MacKey), N1, N2 and
+    ///   R are 16 bytes and IOcap 3; `SMPCryptoError.openssl` if AES-CMAC fails.
     public static func f6(w: [UInt8], n1: [UInt8], n2: [UInt8], r: [UInt8], ioCap: [UInt8],
                           a1: DeviceAddress, a2: DeviceAddress) throws(SMPCryptoError) -> [UInt8] {
         try check(w, 16, "W")
@@ -145,6 +163,8 @@ public enum SMPCrypto {
 
     /// Numeric comparison value generation g2 (2.2.9):
     /// `AES-CMAC_X(U || V || Y) mod 2^32`; the six-digit value is this mod 10^6.
+    /// - Throws: `SMPCryptoError.invalidLength` unless U and V are 32 bytes and X
+    ///   and Y 16; `SMPCryptoError.openssl` if AES-CMAC fails.
     public static func g2(u: [UInt8], v: [UInt8], x: [UInt8], y: [UInt8]) throws(SMPCryptoError) -> UInt32 {
         try check(u, 32, "U")
         try check(v, 32, "V")
@@ -203,6 +223,7 @@ public final class P256KeyPair {
     public let publicKey: [UInt8]
 
     /// A fresh key pair from OpenSSL's generator.
+    /// - Throws: `SMPCryptoError.openssl` if key generation or public key export fails.
     public convenience init() throws(SMPCryptoError) {
         guard let k = attled_p256_new(nil) else { throw .openssl(operation: "P-256 key generation") }
         try self.init(taking: k)
@@ -210,6 +231,9 @@ public final class P256KeyPair {
 
     /// The key pair of a known private scalar (32 bytes, least significant
     /// first), for the specification's sample data and debug key.
+    /// - Throws: `SMPCryptoError.invalidLength` unless the key is 32 bytes;
+    ///   `SMPCryptoError.invalidPrivateKey` if OpenSSL refuses the scalar;
+    ///   `SMPCryptoError.openssl` if public key export fails.
     public convenience init(privateKey: [UInt8]) throws(SMPCryptoError) {
         try SMPCrypto.check(privateKey, 32, "private key")
         let be = Array(privateKey.reversed())
@@ -235,6 +259,8 @@ public final class P256KeyPair {
     /// ECDH: the DHKey shared with the owner of `peerPublicKey` (64 bytes, X
     /// then Y, least significant first), 32 bytes least significant first.
     /// Throws `invalidPublicKey` when the peer's point is not on P-256.
+    /// - Throws: `SMPCryptoError.invalidLength` unless the key is 64 bytes;
+    ///   `SMPCryptoError.invalidPublicKey`; `SMPCryptoError.openssl` if ECDH fails otherwise.
     public func dhKey(peerPublicKey: [UInt8]) throws(SMPCryptoError) -> [UInt8] {
         try SMPCrypto.check(peerPublicKey, 64, "public key")
         let point = [0x04] + peerPublicKey.prefix(32).reversed() + peerPublicKey.suffix(32).reversed()
@@ -261,6 +287,7 @@ public final class P256KeyPair {
 /// least significant octet first.
 public struct SMPSecret: Hashable, Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public let bytes: [UInt8]
+    /// Wraps key bytes, least significant octet first.
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     public var description: String { "<\(bytes.count)-byte key hidden>" }

@@ -6,6 +6,7 @@ public struct LocalIdentity: Hashable, Sendable, CustomStringConvertible {
     public var irk: SMPSecret
     /// A public or static random address.
     public var address: DeviceAddress
+    /// Our IRK and the identity address distributed with it.
     public init(irk: SMPSecret, address: DeviceAddress) {
         self.irk = irk
         self.address = address
@@ -26,6 +27,8 @@ public struct LongTermKey: Hashable, Sendable, CustomStringConvertible {
     /// Negotiated encryption key size, 7 ... 16.
     public var keySize: Int
 
+    /// A key with its EDIV and Rand (0 for LE Secure Connections and the STK);
+    /// by default unauthenticated, with a 16-byte key size.
     public init(key: SMPSecret, ediv: UInt16 = 0, rand: UInt64 = 0, secureConnections: Bool, authenticated: Bool = false, keySize: Int = 16) {
         self.key = key
         self.ediv = ediv
@@ -146,6 +149,8 @@ public struct SMPConfiguration: Hashable, Sendable {
     /// Our identity, offered (IdKey) when set.
     public var localIdentity: LocalIdentity?
 
+    /// The defaults: bonding, LE Secure Connections with legacy fallback, key
+    /// sizes 7 ... 16, EncKey and IdKey asked of the peer, no local identity.
     public init() {}
 }
 
@@ -212,6 +217,11 @@ public struct SMPInitiator {
     private var pendingLTK: SMPSecret?
     private var pendingIRK: SMPSecret?
 
+    /// An idle pairing of the link from `initiator` (us) to `responder`, to be
+    /// begun with `start()`. Its Pairing Request (3.5.1): NoInputNoOutput, no OOB,
+    /// Bonding and SC as configured (never MITM), the maximum key size clamped to
+    /// 7 ... 16, IdKey offered only with a local identity, and of the peer keys
+    /// asked only EncKey, IdKey and SignKey.
     public init(configuration: SMPConfiguration = SMPConfiguration(), initiator: DeviceAddress, responder: DeviceAddress) {
         self.configuration = configuration
         self.initiator = initiator

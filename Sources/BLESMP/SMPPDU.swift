@@ -4,6 +4,7 @@ import BLEWire
 /// code survives decoding and prints as hex.
 public struct SMPCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any code byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let pairingRequest = SMPCode(rawValue: 0x01)
@@ -54,6 +55,7 @@ public struct SMPCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
 /// unknown reason survives and prints as hex.
 public struct PairingFailedReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any reason byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let passkeyEntryFailed = PairingFailedReason(rawValue: 0x01)
@@ -89,6 +91,7 @@ public struct PairingFailedReason: RawRepresentable, Hashable, Sendable, CustomS
 /// IO Capability (3.5.1, Table 3.4). Open: reserved values survive.
 public struct IOCapability: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any IO Capability byte, reserved values included.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     public static let displayOnly = IOCapability(rawValue: 0x00)
@@ -113,6 +116,7 @@ public struct IOCapability: RawRepresentable, Hashable, Sendable, CustomStringCo
 /// OOB data flag (3.5.1, Table 3.5).
 public struct OOBDataFlag: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any OOB data flag byte, reserved values included.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let notPresent = OOBDataFlag(rawValue: 0x00)
     public static let present = OOBDataFlag(rawValue: 0x01)
@@ -129,6 +133,7 @@ public struct OOBDataFlag: RawRepresentable, Hashable, Sendable, CustomStringCon
 /// Keypress, CT2, two RFU bits. Unknown bits survive.
 public struct AuthReq: OptionSet, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// AuthReq from its octet; RFU bits are kept.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// Bonding_Flags 0b01: Bonding (0b00 is No Bonding; 0b1x reserved).
@@ -160,6 +165,7 @@ public struct AuthReq: OptionSet, Hashable, Sendable, CustomStringConvertible {
 /// Initiator/Responder Key Distribution bits (3.6.1, Figure 3.11).
 public struct KeyDistribution: OptionSet, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Key distribution bits from their octet; RFU bits are kept.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// LTK, EDIV and Rand (legacy); ignored in LE Secure Connections.
@@ -185,6 +191,7 @@ public struct KeyDistribution: OptionSet, Hashable, Sendable, CustomStringConver
 /// Keypress Notification Type (3.5.8, Table 3.9). Open.
 public struct KeypressNotificationType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any notification type byte, reserved values included.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let entryStarted = KeypressNotificationType(rawValue: 0)
     public static let digitEntered = KeypressNotificationType(rawValue: 1)
@@ -213,6 +220,7 @@ public struct PairingParameters: Hashable, Sendable, CustomStringConvertible {
     public var initiatorKeyDistribution: KeyDistribution
     public var responderKeyDistribution: KeyDistribution
 
+    /// Pairing parameters; by default no OOB data and a maximum encryption key size of 16.
     public init(ioCapability: IOCapability, oobDataFlag: OOBDataFlag = .notPresent, authReq: AuthReq,
                 maxEncryptionKeySize: UInt8 = 16, initiatorKeyDistribution: KeyDistribution, responderKeyDistribution: KeyDistribution) {
         self.ioCapability = ioCapability
@@ -317,6 +325,8 @@ public enum SMPPDU: Hashable, Sendable {
     /// Decodes one PDU. A known code must carry exactly its parameter length
     /// (3.3); a violation throws `WireError`, never traps. An unknown code
     /// decodes to `.unknown` with whatever follows it.
+    /// - Throws: `WireError.truncated` when a known PDU is shorter than its
+    ///   parameter length, `WireError.trailingBytes` when it is longer.
     public static func decode(_ bytes: [UInt8]) throws -> SMPPDU {
         var r = ByteReader(bytes)
         let code = SMPCode(rawValue: try r.u8("SMP code"))

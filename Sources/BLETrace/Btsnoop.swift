@@ -18,6 +18,7 @@ public enum Btsnoop {
     /// Microseconds between 0000-01-01 and 1970-01-01 as btsnoop counts them.
     public static let epochOffset: UInt64 = 0x00DC_DDB3_0F2F_8000
 
+    /// One packet record of a capture, numbered from 1; `drops` is the record's cumulative drops field.
     public struct Record: Sendable {
         public var number: Int
         public var packet: HCIPacket
@@ -27,6 +28,7 @@ public enum Btsnoop {
         public var drops: UInt32
     }
 
+    /// Why parsing stopped: the record number (nil in the file header), the byte offset and a message.
     public struct FileError: Error, Sendable, CustomStringConvertible {
         public var record: Int?
         public var offset: Int
@@ -126,10 +128,13 @@ public final class BtsnoopWriter: PacketObserver {
     private let wallStart = wallClockMicroseconds()
     private let monoStart = Instant.now()
 
+    /// The capture file could not be opened; `description` names the errno.
     public struct OpenError: Error, CustomStringConvertible {
         public var description: String
     }
 
+    /// Creates or truncates `path` (mode 0644 before umask) and writes the btsnoop header.
+    /// - Throws: `BtsnoopWriter.OpenError` when open(2) fails.
     public init(path: String) throws {
         self.path = path
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -139,6 +144,8 @@ public final class BtsnoopWriter: PacketObserver {
 
     deinit { close() }
 
+    /// Appends one record, its timestamp the wall clock at open plus the
+    /// monotonic time since; does nothing once closed.
     public func observe(_ packet: HCIPacket, direction: Direction, at time: Instant) {
         guard fd >= 0 else { return }
         let us = wallStart + time.usSince(monoStart)
@@ -149,6 +156,7 @@ public final class BtsnoopWriter: PacketObserver {
         if fd >= 0 { FileDescriptor.writeAll(fd, b) }
     }
 
+    /// Closes the file; packets observed afterwards are dropped. Safe to call twice.
     public func close() {
         if fd >= 0 { _ = Glibc.close(fd); fd = -1 }
     }

@@ -20,8 +20,12 @@ public final class PacketDecoder {
 
     private var reassembly: [Int: (expected: Int, data: [UInt8])] = [:]
 
+    /// A decoder with no reassembly in progress.
     public init() {}
 
+    /// Decodes one packet travelling in `dir` (header marked "<" sent, ">"
+    /// received): commands, events and ACL data are parsed, other packet types
+    /// shown as hex. ACL data goes through the per-handle L2CAP reassembly.
     public func decode(_ p: HCIPacket, _ dir: Direction) -> Decoded {
         let arrow = dir == .sent ? "<" : ">"
         switch p.type {
@@ -321,6 +325,8 @@ public final class PacketDecoder {
         return Decoded(header: header, fields: f, layer: layer)
     }
 
+    /// The indented lines for one ATT PDU (an L2CAP payload on CID 0x0004); a PDU
+    /// that fails to decode gives its opcode, the error and a hex dump.
     public func attLines(_ b: [UInt8]) -> [String] {
         let i = "          "
         guard let op = b.first.map({ ATTOpcode(rawValue: $0) }) else { return ["        ATT: empty PDU"] }
@@ -446,11 +452,14 @@ public final class Tracer: PacketObserver {
     let start = Instant.now()
     var count = 0
 
+    /// A tracer passing each formatted packet to `output`, followed by a hex dump
+    /// of its H4 bytes when `hex` is true.
     public init(hex: Bool, output: @escaping (String) -> Void) {
         self.hex = hex
         self.output = output
     }
 
+    /// Numbers the packet, decodes it and outputs it with the seconds since the tracer was created.
     public func observe(_ packet: HCIPacket, direction: Direction, at time: Instant) {
         count += 1
         let d = decoder.decode(packet, direction)

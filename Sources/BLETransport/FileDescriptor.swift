@@ -12,6 +12,7 @@ public enum FileDescriptor {
 
     /// Waits until `fd` is readable, `wakeFD` (when not -1) is readable, or
     /// `deadline` passes. A signal interrupting poll counts as woken.
+    /// - Throws: `Errno` carrying poll's errno for any failure other than EINTR.
     public static func wait(_ fd: Int32, wakeFD: Int32, until deadline: Instant) throws(Errno) -> Readiness {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
@@ -63,5 +64,6 @@ public enum FileDescriptor {
 /// An errno value as a typed error.
 public struct Errno: Error, Equatable, Sendable {
     public var code: Int32
+    /// Wraps an errno value such as `EIO`.
     public init(_ code: Int32) { self.code = code }
 }

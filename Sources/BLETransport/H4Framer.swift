@@ -25,6 +25,7 @@ public struct H4Framer {
     private var buffer: [UInt8] = []
     private var start = 0
 
+    /// A framer with nothing buffered.
     public init() {}
 
     /// Bytes held that do not yet make a whole packet.
@@ -37,6 +38,7 @@ public struct H4Framer {
 
     /// The next whole packet, nil if more bytes are needed. Throws on an
     /// unknown packet indicator: an H4 stream cannot be resynchronised after that.
+    /// - Throws: `WireError.invalid` when the next byte is not a known packet indicator (1 to 5).
     public mutating func next() throws -> HCIPacket? {
         let avail = buffer.count - start
         guard avail >= 1 else { compact(); return nil }
@@ -61,6 +63,7 @@ public struct H4Framer {
     }
 
     /// Every whole packet currently buffered.
+    /// - Throws: `WireError.invalid` on an unknown packet indicator, as `next()`.
     public mutating func drain() throws -> [HCIPacket] {
         var out: [HCIPacket] = []
         while let p = try next() { out.append(p) }

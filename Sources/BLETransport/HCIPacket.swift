@@ -4,6 +4,7 @@ import BLEWire
 /// the Linux user channel (Core Vol 4 Part A 2). Open: unknown values survive.
 public struct HCIPacketType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any indicator byte, including values that are not HCI packet types.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let command = HCIPacketType(rawValue: 0x01)
     public static let acl = HCIPacketType(rawValue: 0x02)
@@ -27,6 +28,7 @@ public struct HCIPacketType: RawRepresentable, Hashable, Sendable, CustomStringC
 public struct HCIPacket: Hashable, Sendable {
     public var type: HCIPacketType
     public var bytes: [UInt8]
+    /// A packet of `type` whose bytes follow the H4 indicator (the indicator itself is not included).
     public init(_ type: HCIPacketType, _ bytes: [UInt8]) {
         self.type = type
         self.bytes = bytes

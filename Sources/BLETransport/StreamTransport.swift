@@ -23,6 +23,9 @@ public final class StreamTransport: HCITransport {
 
     deinit { close() }
 
+    /// Writes the packet in H4 form, retrying short writes, EINTR and EAGAIN.
+    /// - Throws: `TransportError.closedByPeer` when the transport is closed or the
+    ///   peer went away (EPIPE, ECONNRESET, EIO); `TransportError.io` for other write errors.
     public func send(_ packet: HCIPacket) throws {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let bytes = packet.h4
@@ -47,6 +50,11 @@ public final class StreamTransport: HCITransport {
         }
     }
 
+    /// Returns a packet already framed, else reads and frames more bytes until a
+    /// whole packet arrives, `wakeFD` becomes readable or `timeoutMs` passes.
+    /// - Throws: `TransportError.closedByPeer` on end of stream or a lost device,
+    ///   `TransportError.corruptStream` on a bad H4 indicator, `TransportError.io`
+    ///   for other poll or read errors.
     public func receive(timeoutMs: Int, wakeFD: Int32) throws -> ReceiveResult {
         if let p = popReady() { return .packet(p) }
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
@@ -86,6 +94,8 @@ public final class StreamTransport: HCITransport {
         return p
     }
 
+    /// Closes the descriptor; later sends throw `TransportError.closedByPeer`, as do
+    /// receives once packets already framed are consumed. Safe to call twice.
     public func close() {
         if fd >= 0 { _ = Glibc.close(fd); fd = -1 }
     }
@@ -93,6 +103,8 @@ public final class StreamTransport: HCITransport {
     // MARK: opening
 
     /// Connects to `tcp:HOST:PORT`, failing within `timeoutMs`.
+    /// - Throws: `TransportError.unreachable` (host not resolved, or timeout),
+    ///   `TransportError.refused`, or `TransportError.io` for other connect failures.
     public static func tcp(host: String, port: UInt16, name: String, timeoutMs: Int = 3000) throws -> StreamTransport {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -139,6 +151,8 @@ public final class StreamTransport: HCITransport {
     }
 
     /// Connects to a Unix stream socket at `path`.
+    /// - Throws: `TransportError.invalidSpec` for a path too long for `sun_path`,
+    ///   `.deviceMissing`, `.refused`, `.permissionDenied` or `.io`.
     public static func unix(path: String, name: String) throws -> StreamTransport {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
@@ -170,6 +184,8 @@ public final class StreamTransport: HCITransport {
 
     /// Opens a serial port in raw mode (8N1, no echo), at `baud`, with
     /// optional RTS/CTS flow control.
+    /// - Throws: `TransportError.deviceMissing`, `.permissionDenied`, `.adapterBusy`,
+    ///   `.invalidSpec` (unsupported baud rate, or not a terminal) or `.io`.
     public static func serial(path: String, baud: Int, rtscts: Bool, name: String) throws -> StreamTransport {
         let fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)
         if fd < 0 {

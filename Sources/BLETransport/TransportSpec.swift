@@ -9,6 +9,7 @@ public enum TransportSpec: Equatable, Sendable, CustomStringConvertible {
     public static let defaultBaud = 115200
 
     /// Parses `hci0`, `tcp:HOST:PORT`, `unix:/path`, `serial:/dev/ttyACM0[,BAUD][,rtscts]`.
+    /// - Throws: `TransportError.invalidSpec` with the reason the text was refused.
     public static func parse(_ text: String) throws -> TransportSpec {
         func bad(_ why: String) -> TransportError { .invalidSpec(text, reason: why) }
         if text.hasPrefix("hci") {
@@ -62,6 +63,7 @@ public enum TransportSpec: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// Opens the transport this spec names.
+    /// - Throws: `TransportError` from the transport's opener.
     public func open() throws -> HCITransport {
         switch self {
         case .userChannel(let i): return try UserChannelTransport.open(index: i)

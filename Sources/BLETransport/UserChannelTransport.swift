@@ -55,6 +55,9 @@ public final class UserChannelTransport: HCITransport {
     static let flagInit: UInt32 = 1 << 1
 
     /// Opens the user channel on hci`index`.
+    /// - Throws: `TransportError` (`.noBluetoothInKernel`, `.noSuchAdapter`,
+    ///   `.adapterBusy`, `.permissionDenied`, `.unreachable` for rfkill or a
+    ///   still-busy adapter, `.io`).
     public static func open(index: UInt16) throws -> UserChannelTransport {
         let name = "hci\(index)"
         let fd = socket(attled_AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), attled_BTPROTO_HCI)
@@ -171,6 +174,9 @@ public final class UserChannelTransport: HCITransport {
         }
     }
 
+    /// Writes the packet in H4 form with one write, as the user channel requires.
+    /// - Throws: `TransportError.closedByPeer` when closed or the adapter is gone
+    ///   (ENODEV, ENETDOWN); `TransportError.io` for other errors or a short write.
     public func send(_ packet: HCIPacket) throws {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let bytes = packet.h4
@@ -184,6 +190,9 @@ public final class UserChannelTransport: HCITransport {
         }
     }
 
+    /// Waits for one packet (each read returns exactly one), `wakeFD`, or the timeout.
+    /// - Throws: `TransportError.closedByPeer` when closed or the adapter is gone;
+    ///   `TransportError.io` for other poll or read errors.
     public func receive(timeoutMs: Int, wakeFD: Int32) throws -> ReceiveResult {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let deadline = Instant.now().adding(ms: timeoutMs)

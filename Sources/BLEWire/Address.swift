@@ -4,6 +4,7 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible {
     /// Six bytes, little-endian (wire order).
     public let bytes: [UInt8]
 
+    /// An address from wire-order bytes: only the first 6 are used; a shorter input is zero-padded.
     public init(wire: [UInt8]) {
         var b = Array(wire.prefix(6))
         while b.count < 6 { b.append(0) }
@@ -29,10 +30,13 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible {
         bytes.reversed().map { Hex.int($0, width: 2).uppercased() }.joined(separator: ":")
     }
 
+    /// Reads a 6-byte BD_ADDR in wire order.
+    /// - Throws: `WireError.truncated` if fewer than 6 bytes are left.
     public static func read(_ r: inout ByteReader, _ field: String = "address") throws -> BDAddress {
         BDAddress(wire: try r.bytes(6, field))
     }
 
+    /// Appends the 6 address bytes in wire order.
     public func write(_ w: inout ByteWriter) { w.append(bytes) }
 
     /// Kind of random address, from the two most significant bits (Core Vol 6 Part B 1.3.2).
@@ -49,6 +53,7 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible {
 /// Address type as used in LE commands and events (Core Vol 4 Part E 7.7.65).
 public struct AddressType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt8
+    /// Any address type byte, including values this file has no name for.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let `public` = AddressType(rawValue: 0x00)
     public static let random = AddressType(rawValue: 0x01)
@@ -75,6 +80,7 @@ public struct AddressType: RawRepresentable, Hashable, Sendable, CustomStringCon
 public struct DeviceAddress: Hashable, Sendable, CustomStringConvertible {
     public var address: BDAddress
     public var type: AddressType
+    /// Pairs an address with its type.
     public init(_ address: BDAddress, _ type: AddressType) {
         self.address = address
         self.type = type

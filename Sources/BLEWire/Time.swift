@@ -6,16 +6,20 @@ import Glibc
 /// absolute instants on this clock.
 public struct Instant: Comparable, Hashable, Sendable {
     public let ns: UInt64
+    /// An instant `ns` nanoseconds after the monotonic clock's origin.
     public init(ns: UInt64) { self.ns = ns }
 
+    /// Reads CLOCK_MONOTONIC now.
     public static func now() -> Instant {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Instant(ns: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 
+    /// Earlier instants order first.
     public static func < (a: Instant, b: Instant) -> Bool { a.ns < b.ns }
 
+    /// The instant `ms` milliseconds later; a negative `ms` counts as 0.
     public func adding(ms: Int) -> Instant { Instant(ns: ns &+ UInt64(max(0, ms)) * 1_000_000) }
 
     /// Milliseconds from `self` until `later` (0 if already past).

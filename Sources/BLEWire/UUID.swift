@@ -9,12 +9,14 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
     static let base: [UInt8] = [0xFB, 0x34, 0x9B, 0x5F, 0x80, 0x00, 0x00, 0x80,
                                 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
 
+    /// A 16-bit UUID: `v` placed into the Bluetooth Base UUID (Core Vol 3 Part B 2.5.1); `width` is 2.
     public init(uint16 v: UInt16) {
         var b = Self.base
         b[12] = UInt8(v & 0xFF); b[13] = UInt8(v >> 8)
         bytes128 = b; width = 2
     }
 
+    /// A 32-bit UUID: `v` placed into the Bluetooth Base UUID (Core Vol 3 Part B 2.5.1); `width` is 4.
     public init(uint32 v: UInt32) {
         var b = Self.base
         for i in 0..<4 { b[12 + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt32(i))) }
@@ -104,6 +106,8 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
         return long
     }
 
+    /// Equal when the 128-bit forms match, whatever width each was written in (0x180F equals 0000180F-0000-1000-8000-00805F9B34FB).
     public static func == (a: BluetoothUUID, b: BluetoothUUID) -> Bool { a.bytes128 == b.bytes128 }
+    /// Hashes the 128-bit form, consistently with `==`.
     public func hash(into h: inout Hasher) { h.combine(bytes128) }
 }

@@ -3,6 +3,7 @@ import BLEGATT
 
 /// How an LED device is driven: which service, which characteristics.
 public struct LEDProfile: Hashable, Sendable {
+    /// How the colour reaches the device.
     public enum Shape: Hashable, Sendable {
         /// Three 1-byte characteristics: red, green, blue.
         case rgb(red: BluetoothUUID, green: BluetoothUUID, blue: BluetoothUUID)
@@ -15,6 +16,7 @@ public struct LEDProfile: Hashable, Sendable {
     public var service: BluetoothUUID
     public var shape: Shape
 
+    /// A profile from its name, service UUID and shape.
     public init(name: String, service: BluetoothUUID, shape: Shape) {
         self.name = name; self.service = service; self.shape = shape
     }
@@ -47,6 +49,7 @@ public struct LEDProfile: Hashable, Sendable {
     /// True for a profile described on the command line rather than one of the known devices.
     public var isCustom: Bool { !LEDProfile.known.contains(self) }
 
+    /// The known profile called `n` (case-insensitive), nil if there is none.
     public static func named(_ n: String) -> LEDProfile? { known.first { $0.name == n.lowercased() } }
 
     /// The first known profile whose service UUID appears in `uuids`.
@@ -88,6 +91,11 @@ public struct ResolvedLED: Sendable {
         }
     }
 
+    /// Picks what `profile` needs from the discovered characteristics. RGB: the
+    /// three UUIDs. Command: a Write (else Write Without Response) characteristic,
+    /// and a Notify (else Indicate) one when there is one (`notifier` may stay nil).
+    /// - Throws: `GATTError.characteristicNotFound` when an RGB characteristic is
+    ///   missing; `GATTError.malformed` when a command profile has nothing writable.
     public init(profile: LEDProfile, service: Service, characteristics: [Characteristic]) throws {
         self.profile = profile; self.service = service; self.characteristics = characteristics
         switch profile.shape {
@@ -113,6 +121,7 @@ public struct ResolvedLED: Sendable {
 /// A colour: "255,0,0", "#ff0000", "ff0000" or a name.
 public struct RGB: Hashable, Sendable, CustomStringConvertible {
     public var r: UInt8, g: UInt8, b: UInt8
+    /// A colour from its red, green and blue values.
     public init(_ r: UInt8, _ g: UInt8, _ b: UInt8) { self.r = r; self.g = g; self.b = b }
 
     public static let names: [String: RGB] = [
