@@ -84,7 +84,7 @@ func fuzzATT(_ data: [UInt8]) {
         _ = "\(error)" // every error must describe itself without trapping
     }
     // What the procedure left unread arrives unsolicited.
-    while transport.pendingInbox > 0, host.fatalError == nil {
+    while transport.pendingInbox > 0, host.failure == nil {
         guard case let .packet(p)? = try? transport.receive(timeoutMs: 0, wakeFD: -1) else { break }
         host.handle(p)
     }

@@ -19,7 +19,7 @@ func fuzzTrace(_ data: [UInt8]) {
         let dir: Direction = tag & 0x08 != 0 ? .sent : .received
         let p = packet(type, input.chunk())
         let d = decoder.decode(p, dir)
-        require(!d.header.isEmpty && ["hci", "adv", "l2cap", "att"].contains(d.layer), "decoded packet without a header or layer")
+        require(!d.header.isEmpty && PacketLayer.allCases.contains(d.layer), "decoded packet without a header or layer")
         tracer.observe(p, direction: dir, at: Instant(ns: UInt64(count) * 1_000_000))
         count += 1
     }

@@ -59,9 +59,9 @@ struct OptionsTests {
         #expect(try parse("-i hci2 --rgb red", env: env).transport == .userChannel(index: 2))
         #expect(try parse("--rgb red", env: ["ATTLED_TRANSPORT": ""]).transport == nil)
         #expect(throws: UsageError.self) { try parse("--rgb red", env: ["ATTLED_TRANSPORT": "bogus"]) }
-        do { _ = try parse("--rgb red", env: ["ATTLED_TRANSPORT": "tcp:h:0"]) } catch let e as UsageError {
-            #expect(e.message.hasPrefix("ATTLED_TRANSPORT: "))
-        }
+        // Fails when nothing is thrown, or something other than a UsageError naming the variable.
+        let e = #expect(throws: UsageError.self) { try parse("--rgb red", env: ["ATTLED_TRANSPORT": "tcp:h:0"]) }
+        #expect(e?.message.hasPrefix("ATTLED_TRANSPORT: ") == true)
     }
 
     @Test("every option with a value", arguments: [""])
