@@ -221,6 +221,9 @@ public final class MQTTClient {
     /// that is not on loopback stalls before the ClientHello (see the
     /// "TCP connect completes late" test).
     private var connectPending = false
+    /// Counts `onDisconnect` deliveries, so a call after which libmosquitto has
+    /// closed the socket without one can be told apart (see `drive`).
+    private var disconnectsReported = 0
 
     /// mosquitto_lib_init runs once per process, the first time a client is made.
     private static let libraryInit: Int32 = mosquitto_lib_init()
@@ -340,7 +343,7 @@ public final class MQTTClient {
     @discardableResult
     public func handleReadable() -> MosquittoCode {
         guard socket >= 0 else { return .noConnection }
-        return MosquittoCode(mosquitto_loop_read(mosq, 1))
+        return drive { mosquitto_loop_read(mosq, 1) }
     }
 
     /// Writes what is queued. The first call after connecting also starts the
@@ -350,17 +353,35 @@ public final class MQTTClient {
         guard socket >= 0 else { return .noConnection }
         if connectPending {
             connectPending = false
-            let rc = MosquittoCode(mosquitto_loop_read(mosq, 1))
+            let rc = drive { mosquitto_loop_read(mosq, 1) }
             guard rc == .success, socket >= 0 else { return rc }
         }
-        return MosquittoCode(mosquitto_loop_write(mosq, 1))
+        return drive { mosquitto_loop_write(mosq, 1) }
     }
 
     /// Keepalive and retries (`mosquitto_loop_misc`); call about once a second.
     @discardableResult
     public func periodic() -> MosquittoCode {
         guard socket >= 0 else { return .noConnection }
-        return MosquittoCode(mosquitto_loop_misc(mosq))
+        return drive { mosquitto_loop_misc(mosq) }
+    }
+
+    /// Runs one libmosquitto loop step on a live socket and makes sure a
+    /// connection it ended is reported. libmosquitto 2.0.11 has a path that
+    /// closes the socket without calling on_disconnect: while the TLS handshake
+    /// is in progress, `mosquitto_loop_read` hands the step to SSL_connect, and
+    /// when that fails for good (say the broker's certificate does not verify
+    /// against our CA) it closes the socket and returns MOSQ_ERR_TLS, skipping
+    /// the disconnect handling (and on_disconnect) its other errors get. Left
+    /// alone the client would sit in `.connecting` with socket -1 forever, so
+    /// report the loss here, with the step's code.
+    private func drive(_ step: () -> Int32) -> MosquittoCode {
+        let reported = disconnectsReported
+        let rc = MosquittoCode(step())
+        if socket < 0, disconnectsReported == reported, state == .connecting || state == .connected {
+            didDisconnect(rc == .success ? MosquittoCode.connectionLost.rawValue : rc.rawValue)
+        }
+        return rc
     }
 
     // MARK: Messages
@@ -437,6 +458,7 @@ public final class MQTTClient {
     }
 
     private func didDisconnect(_ rc: Int32) {
+        disconnectsReported &+= 1
         state = .disconnected
         connectPending = false
         onDisconnect?(MosquittoCode(rc))

@@ -532,6 +532,9 @@ struct MQTTClientBrokerTests {
         try p.client.publish(topic: "tls/t", text: "secret")
         #expect(p.pump { p.received("tls/t", "secret") })
 
+        // Straight to the broker, the handshake may fail inside connect() (the
+        // broker answers the ClientHello before SSL_connect gives up waiting) or,
+        // on a busy machine, later in the poll loop; both must be reported.
         let wrong = try Probe(options(broker, "wrongca") { $0.tlsCAFile = "\(d)/other.crt" })
         var thrown: MQTTError?
         do { try wrong.client.connect() } catch { thrown = error }
@@ -541,6 +544,26 @@ struct MQTTClientBrokerTests {
             #expect(!wrong.disconnects.isEmpty && wrong.disconnects.first != .success)
         }
         #expect(wrong.client.state != .connected)
+
+        // Through a proxy whose TCP connect completes late, connect() cannot get
+        // as far as the broker's certificate: the refusal always comes in the
+        // poll loop, where libmosquitto 2.0.11 closes the socket without calling
+        // on_disconnect. The client must still report it.
+        let proxy = try SlowConnectProxy(target: broker.port)
+        var far = MQTTOptions(host: "127.0.0.1", port: proxy.port, clientID: "wrongca-far", keepalive: 10)
+        far.tlsCAFile = "\(d)/other.crt"
+        let late = try Probe(far)
+        try late.client.connect()
+        #expect(late.client.socket >= 0 && late.client.state == .connecting, "connect() returned before the handshake")
+        let deadline = Instant.now().adding(ms: 6000)
+        while late.disconnects.isEmpty && late.connacks.isEmpty && Instant.now() < deadline {
+            late.client.runUntil(Instant.now().adding(ms: 10)) { !late.disconnects.isEmpty }
+            proxy.service()
+        }
+        #expect(late.connacks.isEmpty, "no CONNACK through an unverified TLS session")
+        #expect(late.disconnects == [.tls], "the failed handshake is reported once, as a TLS error: \(late.disconnects)")
+        #expect(late.client.socket == -1)
+        #expect(late.client.state == .disconnected)
 
         let plain = try Probe(options(broker, "plain"))
         try plain.client.connect()
