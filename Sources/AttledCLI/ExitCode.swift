@@ -63,9 +63,10 @@ public func classify(_ error: Error) -> RunError {
         }
     case let e as GATTError:
         switch e {
-        case .serviceNotFound, .characteristicNotFound, .noClientConfiguration: return RunError(e.description, .notFound)
-        case .notPermitted: return RunError(e.description, .attError)
+        case .serviceNotFound, .characteristicNotFound, .noClientConfiguration, .ambiguous, .noSuchHandle: return RunError(e.description, .notFound)
+        case .notPermitted, .prepareWriteMismatch: return RunError(e.description, .attError)
         case .discoveryStalled, .malformed: return RunError(e.description, .attError)
+        case .valueTooLong: return RunError(e.description, .usage)
         }
     case let e as WireError: return RunError(e.description, .dataError)
     default: return RunError("\(error)", .failure)

@@ -32,7 +32,7 @@ public final class GATTClient {
     }
 
     /// A request whose Attribute Not Found error means "no more": nil then.
-    private func requestOrNone(_ pdu: ATTPDU) -> Future<ATTPDU?> {
+    func requestOrNone(_ pdu: ATTPDU) -> Future<ATTPDU?> {
         bearer.submit(pdu).map { Optional($0) }.recover { e in
             if Self.isNotFound(e) { return Future(value: nil) }
             throw e
@@ -41,7 +41,7 @@ public final class GATTClient {
 
     /// Runs `step` from `start` until it returns nil (done) or fails; each
     /// step receives the handle to continue from and returns the next.
-    private func iterate(from start: UInt16, _ step: @escaping (UInt16) -> Future<UInt16?>) -> Future<Void> {
+    func iterate(from start: UInt16, _ step: @escaping (UInt16) -> Future<UInt16?>) -> Future<Void> {
         let all = Future<Void>()
         func next(_ h: UInt16) {
             step(h).whenComplete { r in
@@ -210,23 +210,11 @@ public final class GATTClient {
     /// Read Long Characteristic Value (4.8.3): Read, then Read Blob until a short part.
     /// - Returns: a future of the whole value (up to `limit` bytes).
     public func startReadLong(_ handle: UInt16, limit: Int = 512) -> Future<[UInt8]> {
-        var value: [UInt8] = []
         let mtu = bearer.mtu
-        return startRead(handle).flatMap { first in
-            value = first
-            guard value.count >= mtu - 1 && value.count < limit else { return Future(value: ()) }
-            return self.iterate(from: UInt16(value.count)) { offset in
-                self.bearer.submit(.readBlobRequest(handle: handle, offset: offset)).map { rsp -> UInt16? in
-                    guard case let .readBlobResponse(part) = rsp else { throw ATTError.unexpectedResponse(request: .readBlobRequest, received: rsp.opcode) }
-                    value += part
-                    if part.count < mtu - 1 || value.count >= limit || value.count > Int(UInt16.max) { return nil }
-                    return UInt16(value.count)
-                }.recover { e in
-                    if case let ATTError.errorResponse(_, _, code) = e, code == .attributeNotLong || code == .invalidOffset { return Future(value: nil) }
-                    throw e
-                }
-            }
-        }.map { value }
+        return startRead(handle).flatMap { first -> Future<[UInt8]> in
+            guard first.count >= mtu - 1 && first.count < limit else { return Future(value: first) }
+            return self.startReadBlobs(handle, from: first).map { Array($0.prefix(limit)) }
+        }
     }
 
     /// Blocking form of `startReadLong(_:limit:)`.
@@ -255,7 +243,12 @@ public final class GATTClient {
     /// Response (4.9.1, Write Command; the future completes once it is queued
     /// for the controller).
     /// - Returns: a future that succeeds when the write is acknowledged (or sent).
+    ///
+    /// A value longer than ATT_MTU - 3 with a response is written as a long
+    /// value (4.9.4, Prepare Write / Execute Write); without a response it
+    /// fails with `ATTError.tooLong`, as Write Command has no long form.
     public func startWrite(_ handle: UInt16, value: [UInt8], withResponse: Bool) -> Future<Void> {
+        if withResponse && value.count > bearer.mtu - 3 { return startWriteLong(handle, value: value) }
         if withResponse {
             return bearer.submit(.writeRequest(handle: handle, value: value)).map { rsp in
                 guard case .writeResponse = rsp else { throw ATTError.unexpectedResponse(request: .writeRequest, received: rsp.opcode) }

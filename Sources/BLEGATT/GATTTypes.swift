@@ -51,13 +51,36 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStr
     public var description: String { names.joined(separator: ",") }
 }
 
-/// A primary service: its UUID and handle range.
+/// A service: its UUID, handle range, and whether it is primary (declared
+/// with 0x2800) or secondary (0x2801, reachable only through an include).
 public struct Service: Hashable, Sendable {
     public var uuid: BluetoothUUID
     public var start: UInt16
     public var end: UInt16
+    /// False for a secondary service (Core Vol 3 Part G 3.1).
+    public var isPrimary: Bool
     /// A service from its UUID and its first and last attribute handles.
-    public init(uuid: BluetoothUUID, start: UInt16, end: UInt16) { self.uuid = uuid; self.start = start; self.end = end }
+    public init(uuid: BluetoothUUID, start: UInt16, end: UInt16, isPrimary: Bool = true) {
+        self.uuid = uuid; self.start = start; self.end = end; self.isPrimary = isPrimary
+    }
+}
+
+/// An include declaration (Core Vol 3 Part G 3.2): where it sits, and the
+/// service it includes.
+public struct IncludedService: Hashable, Sendable {
+    /// The handle of the include declaration itself.
+    public var handle: UInt16
+    /// The included service's UUID (read from its declaration when the
+    /// include omits it, as it must for 128-bit UUIDs).
+    public var uuid: BluetoothUUID
+    /// The included service's first handle.
+    public var start: UInt16
+    /// The included service's last handle.
+    public var end: UInt16
+    /// An include from its declaration handle and the included service.
+    public init(handle: UInt16, uuid: BluetoothUUID, start: UInt16, end: UInt16) {
+        self.handle = handle; self.uuid = uuid; self.start = start; self.end = end
+    }
 }
 
 /// A characteristic: declaration handle, properties, value handle, UUID, and
@@ -108,6 +131,25 @@ public enum GATTError: Error, Equatable, Sendable, CustomStringConvertible {
     case notPermitted(BluetoothUUID, operation: String, properties: CharacteristicProperties)
     case discoveryStalled(procedure: String, handle: UInt16)
     case malformed(procedure: String, reason: String)
+    /// Several characteristics have this UUID; their value handles (and services).
+    case ambiguous(BluetoothUUID, candidates: [Candidate])
+    /// A Prepare Write Response did not echo the part sent (Core Vol 3 Part G
+    /// 4.9.4); the prepared writes were cancelled with Execute Write (flags 0).
+    case prepareWriteMismatch(handle: UInt16, offset: UInt16)
+    /// A value longer than an attribute may hold (512 bytes, Core Vol 3 Part F 3.2.9).
+    case valueTooLong(size: Int, limit: Int)
+    /// No characteristic or descriptor has this handle.
+    case noSuchHandle(UInt16)
+
+    /// One characteristic that matched an ambiguous UUID.
+    public struct Candidate: Hashable, Sendable {
+        /// Its value handle.
+        public var handle: UInt16
+        /// The UUID of the service that holds it.
+        public var service: BluetoothUUID
+        /// A candidate from its value handle and service UUID.
+        public init(handle: UInt16, service: BluetoothUUID) { self.handle = handle; self.service = service }
+    }
 
     public var description: String {
         switch self {
@@ -117,6 +159,13 @@ public enum GATTError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .notPermitted(u, op, p): return "characteristic \(u) does not allow \(op) (its properties: \(p.description.isEmpty ? "none" : p.description))"
         case let .discoveryStalled(proc, h): return "\(proc) stopped advancing at handle 0x\(Hex.int(h, width: 4)) (server bug); discovery abandoned"
         case let .malformed(proc, reason): return "malformed response during \(proc): \(reason)"
+        case let .ambiguous(u, cs):
+            let list = cs.map { "0x\(Hex.int($0.handle, width: 4)) (service \($0.service))" }.joined(separator: ", ")
+            return "\(cs.count) characteristics have UUID \(u): value handles \(list); name one by handle (--char 0xHHHH) or narrow with --service UUID"
+        case let .prepareWriteMismatch(h, o):
+            return "the device echoed a different Prepare Write part for handle 0x\(Hex.int(h, width: 4)) at offset \(o): the prepared writes were cancelled (Execute Write, flags 0) and nothing was written"
+        case let .valueTooLong(n, limit): return "a value of \(n) bytes is longer than an attribute may hold (\(limit) bytes)"
+        case .noSuchHandle(let h): return "no characteristic has value handle 0x\(Hex.int(h, width: 4)) (see 'attled gatt' for the handles)"
         }
     }
 }
