@@ -217,16 +217,22 @@ final class DeviceJob {
 
     /// The characteristic named by --char, else `def`.
     func pickCharacteristic(_ led: ResolvedLED, default def: Characteristic?) throws -> Characteristic {
-        if let name = opts.characteristic {
-            if let rgb = led.rgb, let i = ["red", "green", "blue"].firstIndex(of: name.lowercased()) { return rgb[i] }
-            guard let u = BluetoothUUID(name) else { throw UsageError("--char: '\(name)' is not red, green, blue or a UUID") }
+        switch opts.characteristic {
+        case .colour(let i)?:
+            guard let rgb = led.rgb else { throw UsageError("the \(led.profile.name) profile has no red, green and blue characteristics: name one with --char UUID|0xHHHH") }
+            return rgb[i]
+        case .uuid(let u)?:
             guard let c = led.characteristics.first(where: { $0.uuid == u }) else {
                 throw GATTError.characteristicNotFound(u, service: led.profile.service)
             }
             return c
+        case .handle(let h)?:
+            guard let c = led.characteristics.first(where: { $0.valueHandle == h }) else { throw GATTError.noSuchHandle(h) }
+            return c
+        case nil:
+            guard let c = def else { throw UsageError("the \(led.profile.name) profile has no default characteristic for this: name one with --char red|green|blue|UUID") }
+            return c
         }
-        guard let c = def else { throw UsageError("the \(led.profile.name) profile has no default characteristic for this: name one with --char red|green|blue|UUID") }
-        return c
     }
 
     func send(_ link: Link, _ led: ResolvedLED) throws -> Future<Void> {
@@ -304,7 +310,7 @@ struct Target {
     /// The targets the options describe, in command-line order (names first).
     static func from(_ opts: Options) -> [Target] {
         var extra: [DeviceFilter] = []
-        if let s = opts.service, opts.explicitProfile?.isCustom != true || opts.names.isEmpty { extra.append(.service(s)) }
+        if let s = opts.scanService, opts.explicitProfile?.isCustom != true || opts.names.isEmpty { extra.append(.service(s)) }
         var out: [Target] = opts.names.map { Target(name: $0, address: nil, filter: .all([.name($0)] + extra)) }
         out += opts.addresses.map { Target(name: nil, address: $0, filter: .all([.address($0.address)] + extra)) }
         if out.isEmpty {

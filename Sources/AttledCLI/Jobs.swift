@@ -69,46 +69,6 @@ extension Session {
         progress("scan: \(shown.count) device(s) in \(report.end())")
     }
 
-    // MARK: gatt dump
-
-    /// Finds and connects the one target, then lists its database.
-    func gattJob() throws {
-        guard let stack = stack else { return }
-        let runner = TargetRunner(self)
-        let link = try runner.connectOne()
-        try gattDump(link.gatt)
-        _ = stack
-    }
-
-    func gattDump(_ gatt: GATTClient) throws {
-        let b = gatt.bearer
-        report.begin(.discover)
-        if !b.mtuExchanged { try b.exchangeMTU() }
-        let services = try gatt.discoverPrimaryServices()
-        var jsonServices: [JSON] = []
-        var lines: [String] = []
-        for s in services {
-            let sname = GATTUUID.name(s.uuid) ?? LEDProfile.detect([s.uuid]).map { "LED service (\($0.name))" } ?? ""
-            lines.append("service \(s.uuid)\(sname.isEmpty ? "" : " \(sname)")  handles 0x\(Hex.int(s.start, width: 4))-0x\(Hex.int(s.end, width: 4))")
-            let chars = try gatt.discoverCharacteristics(of: s)
-            var jc: [JSON] = []
-            for c in chars {
-                let ds = try gatt.discoverDescriptors(of: c)
-                let cname = GATTUUID.name(c.uuid).map { " \($0)" } ?? ""
-                lines.append("  characteristic \(c.uuid)\(cname)  handle 0x\(Hex.int(c.valueHandle, width: 4))  [\(c.properties)]")
-                for d in ds {
-                    lines.append("    descriptor \(d.uuid)\(GATTUUID.name(d.uuid).map { " \($0)" } ?? "")  handle 0x\(Hex.int(d.handle, width: 4))")
-                }
-                jc.append(.object([("uuid", .string(c.uuid.description)), ("declaration_handle", .int(Int(c.declarationHandle))),
-                                   ("value_handle", .int(Int(c.valueHandle))), ("properties", .array(c.properties.names.map { .string($0) })),
-                                   ("descriptors", .array(ds.map { .object([("uuid", .string($0.uuid.description)), ("handle", .int(Int($0.handle)))]) }))]))
-            }
-            jsonServices.append(.object([("uuid", .string(s.uuid.description)), ("start", .int(Int(s.start))), ("end", .int(Int(s.end))),
-                                         ("characteristics", .array(jc))]))
-        }
-        report.done("\(services.count) service(s), MTU \(b.mtu), \(b.transactions.count) ATT transaction(s)")
-        if opts.json { report.fields.append(("services", .array(jsonServices))) } else { Console.out(lines.joined(separator: "\n")) }
-    }
 }
 
 /// The whole command line: parse, run, return the exit code.

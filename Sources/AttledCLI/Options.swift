@@ -7,7 +7,7 @@ import BLETrace
 /// values parse themselves; usage errors exit 64 with the usage line.
 public struct Options: Sendable {
     public enum Command: String, Sendable, CaseIterable {
-        case set, scan, get, send, listen, gatt, ui, decode, help, version
+        case set, scan, get, send, listen, gatt, read, write, ui, decode, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
 
@@ -24,7 +24,12 @@ public struct Options: Sendable {
     public var blue: BluetoothUUID? = nil
     public var rgb: RGB? = nil
     public var value: [UInt8]? = nil
-    public var characteristic: String? = nil
+    /// `--char`: a handle (0xHHHH), a UUID, or red/green/blue.
+    public var characteristic: CharacteristicRef? = nil
+    /// `gatt --values`: read every readable value and descriptor.
+    public var values = false
+    /// `write --without-response`: Write Command.
+    public var withoutResponse = false
     public var count: Int? = nil
     public var passive = false
     public var json = false
@@ -52,8 +57,42 @@ public struct UsageError: Error, Equatable, Sendable {
     public init(_ m: String) { message = m }
 }
 
+/// What `--char` names: an attribute handle, a characteristic UUID, or one
+/// of an RGB profile's colours.
+public enum CharacteristicRef: Equatable, Sendable, CustomStringConvertible {
+    /// `0xHHHH`: exactly 0x and four hex digits.
+    case handle(UInt16)
+    /// A 16-bit (2a37) or 128-bit UUID.
+    case uuid(BluetoothUUID)
+    /// red, green or blue (0, 1, 2) of an RGB LED profile.
+    case colour(Int)
+
+    /// Parses a `--char` value.
+    /// - Throws: `UsageError` naming the accepted forms.
+    public static func parse(_ v: String) throws -> CharacteristicRef {
+        if let i = ["red", "green", "blue"].firstIndex(of: v.lowercased()) { return .colour(i) }
+        if v.count == 6, v.lowercased().hasPrefix("0x"), let h = UInt16(v.dropFirst(2), radix: 16) {
+            guard h != 0 else { throw UsageError("--char: handle 0x0000 is not a valid attribute handle") }
+            return .handle(h)
+        }
+        if !v.lowercased().hasPrefix("0x"), let u = BluetoothUUID(v) { return .uuid(u) }
+        throw UsageError("--char: '\(v)' is not a handle (0x002a), a UUID (2a37, 12345678-1234-1234-1234-123456789abc) or red/green/blue")
+    }
+
+    public var description: String {
+        switch self {
+        case .handle(let h): return "handle 0x\(Hex.int(h, width: 4))"
+        case .uuid(let u): return "characteristic \(u)"
+        case .colour(let i): return ["red", "green", "blue"][i]
+        }
+    }
+
+    /// True for a handle or UUID (a general GATT target, no LED profile needed).
+    public var isGeneric: Bool { if case .colour = self { return false }; return true }
+}
+
 public enum Usage {
-    public static let line = "usage: attled [set|scan|get|send|listen|gatt|ui|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
+    public static let line = "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
 
     public static let help = """
     \(line)
@@ -66,7 +105,13 @@ public enum Usage {
       get               read the colour back
       send --value HEX  write raw bytes to the command characteristic (harness: 01/00, 03/04)
       listen            subscribe and print notifications until Ctrl-C or --count N
-      gatt              list services, characteristics (handles, properties) and descriptors
+                        (--char UUID|0xHHHH: any characteristic of any GATT server)
+      gatt [--values]   list services (primary and secondary, with includes), characteristics
+                        (handles, properties) and descriptors; --values reads every readable one
+      read --char C     read a characteristic or descriptor of any GATT server (long values in full)
+      write --char C --value HEX [--without-response]
+                        write one (Write Request; Write Command with --without-response or when
+                        it only allows that; Prepare/Execute Write when longer than ATT_MTU-3)
       ui                full-screen colour sliders (harness: buttons), reconnecting as needed
       scan              list advertising devices
       decode FILE       decode a btsnoop capture (- for stdin)
@@ -87,7 +132,12 @@ public enum Usage {
 
     Options:
       --rgb R,G,B            colour: 255,0,0 | #ff0000 | red, green, blue, white, off, ...
-      --char UUID|red|green|blue   characteristic for send/listen (default: the profile's)
+      --value HEX            bytes for send/write, up to 512 (01, 0x0103, "01 03")
+      --without-response     write: use Write Command
+      --values               gatt: read every readable characteristic and descriptor
+      --char C               0xHHHH (a handle), a UUID (2a37 or 128-bit), or red|green|blue;
+                             for read/write/listen on any device, send/get on an LED (default:
+                             the profile's); --service UUID narrows a UUID to that service
       --count N              listen: stop after N notifications
       --passive              scan: passive scanning (no scan requests)
       --extended             use the extended scan/connect commands when the controller lists them
@@ -184,7 +234,9 @@ extension Options {
                 let v = try value(flag, inline)
                 guard let b = Hex.parse(v), !b.isEmpty, b.count <= 512 else { throw UsageError("--value: '\(v)' is not 1 to 512 hex bytes (e.g. 01 or 0x0103)") }
                 o.value = b
-            case "--char", "--characteristic": o.characteristic = try value(flag, inline)
+            case "--char", "--characteristic": o.characteristic = try CharacteristicRef.parse(try value(flag, inline))
+            case "--values": o.values = true
+            case "--without-response": o.withoutResponse = true
             case "--count":
                 let v = try value(flag, inline)
                 guard let n = Int(v), n > 0 else { throw UsageError("--count: '\(v)' is not a positive number") }
@@ -241,11 +293,18 @@ extension Options {
             if profile == .harness { throw UsageError("the harness profile has no RGB LED: use 'send --value 01' (press) / '--value 00' (release)") }
         case .send:
             if value == nil { throw UsageError("send needs --value HEX") }
+        case .read:
+            guard let c = characteristic, c.isGeneric else { throw UsageError("read needs --char 0xHHHH|UUID (the handle or UUID of what to read; 'attled gatt' lists them)") }
+        case .write:
+            guard let c = characteristic, c.isGeneric else { throw UsageError("write needs --char 0xHHHH|UUID (the handle or UUID of what to write; 'attled gatt' lists them)") }
+            if value == nil { throw UsageError("write needs --value HEX") }
         case .decode:
             if files.count != 1 { throw UsageError("decode needs one FILE (or - for stdin)") }
         default: break
         }
-        if names.count + addresses.count > 1 && [.gatt, .ui].contains(command) {
+        if withoutResponse && command != .write { throw UsageError("--without-response only applies to write") }
+        if values && command != .gatt { throw UsageError("--values only applies to gatt") }
+        if names.count + addresses.count > 1 && (isGeneric || [.gatt, .ui].contains(command)) {
             throw UsageError("\(command.rawValue) takes one target: give one --name or --address")
         }
         if Set(names).count != names.count || Set(addresses.map(\.address)).count != addresses.count {
@@ -261,6 +320,24 @@ extension Options {
             return LEDProfile.custom(service: s, red: r, green: g, blue: b)
         }
         return profile
+    }
+
+    /// A command on any GATT server (no LED profile): gatt, read, write, and
+    /// listen with `--char` as a handle or UUID.
+    public var isGeneric: Bool {
+        switch command {
+        case .gatt, .read, .write: return true
+        case .listen: return characteristic?.isGeneric == true
+        default: return false
+        }
+    }
+
+    /// The service an advertisement must carry to match: `--service`, except
+    /// for a general GATT command with a named target, where `--service`
+    /// names the GATT service that holds `--char`.
+    public var scanService: BluetoothUUID? {
+        if isGeneric && !(names.isEmpty && addresses.isEmpty) { return nil }
+        return service
     }
 
     /// The first `--name`, if any.

@@ -27,6 +27,8 @@ final class Session {
     var tracedLinks: [Link] = []
     /// scan and listen treat Ctrl-C as the normal way to stop.
     var sigintIsSuccess = false
+    /// A run whose output was its JSON lines (a general listen): no summary object on success.
+    var quietSuccess = false
 
     static let defaultTimeoutMs = 20_000
     static let defaultScanMs = 10_000
@@ -61,8 +63,9 @@ final class Session {
             try open()
             switch opts.command {
             case .scan: sigintIsSuccess = true; try scanJob()
+            case .gatt, .read, .write: try GATTTool(self).run()
+            case .listen where opts.isGeneric: try GATTTool(self).run()
             case .set, .get, .send, .listen: try TargetRunner(self).run()
-            case .gatt: try gattJob()
             case .ui: try UIApp(session: self).run()
             default: break
             }
@@ -102,7 +105,7 @@ final class Session {
             for j in jobs { Console.out(j.json(command: opts.command, start: start).text) }
             return
         }
-        if opts.command == .scan && error == nil { return }
+        if (opts.command == .scan || quietSuccess) && error == nil { return }
         var obj: [(String, JSON)] = [("ok", .bool(error == nil)), ("command", .string(opts.command.rawValue))]
         obj += report.fields
         obj.append(("phases_ms", report.phasesJSON))

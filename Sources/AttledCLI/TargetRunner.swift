@@ -44,7 +44,7 @@ final class TargetRunner {
         for j in jobs {
             if let a = j.target.address {
                 launch(j, stack, a)
-            } else if let name = j.target.name, opts.service == nil, let c = s.cache, let known = c.address(forName: name) {
+            } else if let name = j.target.name, opts.scanService == nil, let c = s.cache, let known = c.address(forName: name) {
                 launch(j, stack, known, cachedName: name)
             } else {
                 j.report.begin(.scan)
@@ -110,7 +110,7 @@ final class TargetRunner {
             switch r {
             case .success(let link):
                 self.s.tracedLinks.append(link)
-                if let n = j.target.name, self.opts.service == nil { self.s.cache?.remember(name: n, link.peer) }
+                if let n = j.target.name, self.opts.scanService == nil { self.s.cache?.remember(name: n, link.peer) }
                 j.run(on: link)
             case .failure(let e as GAPError) where cachedName != nil:
                 j.report.progress("cached address \(address) for '\(cachedName!)' did not answer (\(e)); scanning")
@@ -165,7 +165,7 @@ final class TargetRunner {
         let t = Target.from(opts)[0]
         let r = s.report
         var address = t.address
-        if address == nil, let name = t.name, opts.service == nil, let c = s.cache, let known = c.address(forName: name) {
+        if address == nil, let name = t.name, opts.scanService == nil, let c = s.cache, let known = c.address(forName: name) {
             r.begin(.connect)
             do {
                 let link = try stack.connect(to: known, timeoutMs: s.remaining(max: min(connectMs, 1000)))
@@ -195,7 +195,7 @@ final class TargetRunner {
         guard cms > 0 else { throw RunError("the --timeout passed before connecting", .connectionFailed) }
         let link = try stack.connect(to: peer, timeoutMs: cms)
         r.done("handle 0x\(Hex.int(link.connection.handle, width: 4)), interval \(formatMs(us: link.connection.intervalMicroseconds, decimals: 2)) ms")
-        if let n = t.name, opts.service == nil { s.cache?.remember(name: n, peer) }
+        if let n = t.name, opts.scanService == nil { s.cache?.remember(name: n, peer) }
         s.tracedLinks.append(link)
         return link
     }

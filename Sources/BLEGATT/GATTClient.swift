@@ -124,7 +124,7 @@ public final class GATTClient {
                 guard case let .readByTypeResponse(items) = rsp else {
                     throw ATTError.unexpectedResponse(request: .readByTypeRequest, received: rsp.opcode)
                 }
-                var last = start
+                var last = start, lastValue = start
                 for it in items {
                     guard it.handle >= start, it.handle <= service.end else {
                         throw GATTError.malformed(procedure: "characteristic discovery", reason: "declaration handle 0x\(Hex.int(it.handle, width: 4)) outside 0x\(Hex.int(start, width: 4))-0x\(Hex.int(service.end, width: 4))")
@@ -143,11 +143,16 @@ public final class GATTClient {
                     var cc = c
                     cc.end = service.end
                     out.append(cc)
-                    last = max(last, c.valueHandle)
+                    last = max(last, it.handle)
+                    lastValue = max(lastValue, c.valueHandle)
                 }
                 if enough(out) { return nil }
-                // Declarations were checked to lie in range and ascend, so `last + 1` always advances.
-                return last >= service.end ? nil : last + 1
+                // The next request starts after the last declaration in this
+                // response (4.6.1), not after its value handle, which the
+                // server chose. Declarations were checked to lie in range and
+                // ascend, so `last + 1` always advances.
+                // A value handle at the service's end leaves no room for another declaration.
+                return last >= service.end || lastValue >= service.end ? nil : last + 1
             }
         }.map { out }
     }

@@ -69,7 +69,7 @@ struct OptionsTests {
         let o = try parse("listen --address C0:11:22:33:44:55,public --char red --count 3 --quiet --trace=hex --btsnoop /tmp/c.btsnoop --timeout 2.5 --connect-timeout 700 --att-timeout 900 --extended --profile pycom")
         #expect(o.command == .listen)
         #expect(o.address == DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .public))
-        #expect(o.characteristic == "red")
+        #expect(o.characteristic == .colour(0))
         #expect(o.count == 3)
         #expect(o.quiet)
         #expect(o.trace == .hex)
@@ -115,6 +115,43 @@ struct OptionsTests {
         "get --profile x", "get foo", "--profile harness --rgb red", "get --service nonsense", "scan scan", "--name= --rgb red",
     ])
     func usageErrors(line: String) {
+        #expect(throws: UsageError.self) { try parse(line) }
+    }
+
+    @Test("--char takes a handle, a 16- or 128-bit UUID, or a colour")
+    func charForms() throws {
+        #expect(try CharacteristicRef.parse("0x002a") == .handle(0x002a))
+        #expect(try CharacteristicRef.parse("0X00FF") == .handle(0x00ff))
+        #expect(try CharacteristicRef.parse("2a37") == .uuid(BluetoothUUID(uint16: 0x2a37)))
+        #expect(try CharacteristicRef.parse("12345678-1234-1234-1234-123456789abc") == .uuid(BluetoothUUID("12345678-1234-1234-1234-123456789abc")!))
+        #expect(try CharacteristicRef.parse("Blue") == .colour(2))
+        for bad in ["0x0000", "0x2a", "0x12345", "xyz", "", "0x"] {
+            #expect(throws: UsageError.self) { try CharacteristicRef.parse(bad) }
+        }
+        #expect(CharacteristicRef.handle(0x2a).isGeneric && CharacteristicRef.uuid(BluetoothUUID(uint16: 0x2a37)).isGeneric)
+        #expect(!CharacteristicRef.colour(1).isGeneric)
+    }
+
+    @Test("read, write and listen --char work on any GATT server; gatt --values")
+    func genericCommands() throws {
+        let r = try parse("read --name Hr --char 2a37 --service 180d")
+        #expect(r.command == .read && r.isGeneric && r.characteristic == .uuid(BluetoothUUID(uint16: 0x2a37)))
+        // --service is the GATT service here, not an advertising filter.
+        #expect(r.scanService == nil)
+        let w = try parse("write --address C0:11:22:33:44:55 --char 0x0010 --value 0102 --without-response")
+        #expect(w.command == .write && w.value == [1, 2] && w.withoutResponse && w.characteristic == .handle(0x10))
+        #expect(try parse("listen --name X --char 0x0012").isGeneric)
+        #expect(try !parse("listen --name X --char red").isGeneric)
+        #expect(try parse("gatt --name X --values").values)
+        #expect(try parse("get --name X --service 180d").scanService == BluetoothUUID(uint16: 0x180d))
+    }
+
+    @Test("generic commands refuse what does not apply", arguments: [
+        "read --name X", "read --name X --char red", "write --name X --char 0x0010", "write --name X --value 01",
+        "write --name X --char red --value 01", "read --name X --char 0x0010 --without-response", "get --name X --values",
+        "read --name X --name Y --char 0x0010", "gatt --name X --name Y", "write --name X --char 0x0000 --value 01",
+    ])
+    func genericUsage(line: String) {
         #expect(throws: UsageError.self) { try parse(line) }
     }
 

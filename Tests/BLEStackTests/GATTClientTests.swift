@@ -106,9 +106,10 @@ struct GATTCharacteristicDiscoveryTests {
 
     /// One 128-bit declaration per response (21-byte entries fill the default MTU).
     static func script(_ f: BearerFixture, steps: Int = 4) {
-        let rows = [("10", "11 00 0a 12 00 \(w(red))"), ("13", "13 00 0a 14 00 \(w(green))"), ("15", "15 00 0a 16 00 \(w(blue))")]
+        // Each request starts after the last declaration seen (4.6.1), i.e. at its value handle.
+        let rows = [("10", "11 00 0a 12 00 \(w(red))"), ("12", "13 00 0a 14 00 \(w(green))"), ("14", "15 00 0a 16 00 \(w(blue))")]
         for (start, entry) in rows.prefix(steps) { f.expectATT("08 \(start) 00 1f 00 03 28", reply: "09 15 \(entry)") }
-        if steps > 3 { f.expectATT("08 17 00 1f 00 03 28", reply: "01 08 17 00 0a") }
+        if steps > 3 { f.expectATT("08 16 00 1f 00 03 28", reply: "01 08 16 00 0a") }
     }
 
     @Test("GATT/CL/GAD/BV-04-C discover characteristics across several Read By Type responses")
@@ -153,8 +154,8 @@ struct GATTCharacteristicDiscoveryTests {
     func notAdvancing() {
         let (f, gatt) = client()
         f.expectATT("08 01 00 10 00 03 28", reply: "09 07 02 00 0a 03 00 00 2a")
-        f.expectATT("08 04 00 10 00 03 28", reply: "09 07 02 00 0a 03 00 00 2a")
-        #expect(throws: GATTError.malformed(procedure: "characteristic discovery", reason: "declaration handle 0x0002 outside 0x0004-0x0010")) {
+        f.expectATT("08 03 00 10 00 03 28", reply: "09 07 02 00 0a 03 00 00 2a")
+        #expect(throws: GATTError.malformed(procedure: "characteristic discovery", reason: "declaration handle 0x0002 outside 0x0003-0x0010")) {
             try gatt.discoverCharacteristics(of: Service(uuid: service, start: 1, end: 0x10))
         }
         f.verifyScriptDone()
