@@ -55,6 +55,7 @@ from typing import Any
 
 from bumble import att, hci, smp
 from bumble.device import Connection, Device, DeviceConfiguration
+from bumble.core import UUID
 from bumble.gatt import Characteristic, CharacteristicValue, Descriptor, Service
 from bumble.host import Host
 
@@ -82,6 +83,7 @@ ATT_ATTRIBUTE_NOT_FOUND = 0x0A
 HCI_REMOTE_USER_TERMINATED = 0x13
 INDICATION_TIMEOUT_S = 2.0
 OVERSIZE_BUILD_MTU = 517
+GATT_SERVICE_CHANGED_UUID = UUID.from_16_bits(0x2A05)
 
 # Legacy advertising data limit (Core Vol 6, Part B, 2.3.1.1).
 LEGACY_ADV_DATA_MAX = 31
@@ -201,7 +203,7 @@ RESPONSE_FOR = {op: op + 1 for op in REQUEST_NAMES.values()}
 
 FAULT_KINDS = (
     "disconnect_on", "disconnect_after", "no_answer", "wrong_opcode", "truncate", "oversize",
-    "spurious_error", "stray_notify", "flood", "indicate", "corrupt",
+    "spurious_error", "stray_notify", "flood", "indicate", "corrupt", "service_changed",
 )
 
 FAULT_HELP = """\
@@ -235,6 +237,11 @@ read_multiple read_by_group write prepare_write execute_write (or a hex opcode).
                                       the first LED characteristic's value handle),
                                       then answer; reports indication_confirmed
                                       {ms} or indication_unconfirmed (after 2 s)
+  fault_service_changed=REQ[/RANGE]   first indicate Service Changed (the GATT
+                                      service's 0x2A05 value handle) for the
+                                      handle range RANGE = 0xSSSSEEEE (default
+                                      0x0001ffff: everything), then answer;
+                                      reports indication_confirmed as above
   fault_corrupt=REQ                   flip (XOR 0xff) the last byte of the
                                       response: for prepare_write, the echoed
                                       part value no longer matches what was
@@ -310,12 +317,13 @@ class PeripheralOptions:
     notify_every_ms: float = 0.0  # harness: notify the button value every MS while subscribed
     conn_update_params: tuple[int, int, int, int] | None = None  # raw units; None = 24,40,0,400
     mtu: int | None = None  # server ATT_MTU limit, and the peer's own Exchange MTU Request
+    gatt_service: bool = True  # hash=0: no Generic Attribute service (no Database Hash, no Service Changed)
     faults: list[Fault] = dataclasses.field(default_factory=list)
     profile_options: dict[str, str] = dataclasses.field(default_factory=dict)  # OTHER_PROFILES keys
 
     KEYS = (
         "interval", "addr", "name_in", "short", "conn_update", "conn_update_delay",
-        "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu",
+        "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash",
         *(f"fault_{kind}" for kind in FAULT_KINDS),
     )
 
@@ -332,7 +340,9 @@ class PeripheralOptions:
         (raw units: 1.25 ms, 1.25 ms, events, 10 ms; implies conn_update=1;
         any values, also illegal ones), mtu=N (23..517: the server's
         ATT_MTU limit, and the peer sends its own Exchange MTU Request with
-        N as soon as connected), fault_KIND=TRIGGER[/ARG] (see FAULT_HELP).
+        N as soon as connected), hash=0 (no Generic Attribute service: no
+        Database Hash and no Service Changed, as on many small devices),
+        fault_KIND=TRIGGER[/ARG] (see FAULT_HELP).
         Options are separated by commas; ``init=R,G,B`` and ``addr=..`` are
         recognised even though they contain commas / colons.
         """
@@ -392,6 +402,10 @@ class PeripheralOptions:
                     raise ValueError(f"conn_update_params must be IMIN,IMAX,LATENCY,TIMEOUT (0..65535), not {value!r}")
                 opts.conn_update_params = params  # type: ignore[assignment]
                 opts.conn_update = True
+            elif key == "hash":
+                if value not in ("0", "1"):
+                    raise ValueError(f"hash must be 0 or 1, not {value!r}")
+                opts.gatt_service = value == "1"
             elif key == "mtu":
                 opts.mtu = int(value, 0)
                 if not 23 <= opts.mtu <= 517:
@@ -575,6 +589,7 @@ class LedPeripheral:
         config.address = hci.Address(self.opts.address)
         config.advertising_interval_min = self.opts.interval_ms
         config.advertising_interval_max = self.opts.interval_ms
+        config.gatt_service_enabled = self.opts.gatt_service
         device = Device(config=config, host=host)
         self.device = device
 
@@ -887,9 +902,15 @@ class LedPeripheral:
                 for i in range(count):
                     server.send_gatt_pdu(bearer, prefix + bytes([i & 0xFF]))
                 self._emit_fault(fault, count=count, handle=handle)
-            elif fault.kind == "indicate":
-                handle = fault.arg if fault.arg is not None else self._first_value_handle()
-                raw = bytes([OP_HANDLE_VALUE_INDICATION]) + handle.to_bytes(2, "little") + b"\x01"
+            elif fault.kind in ("indicate", "service_changed"):
+                if fault.kind == "indicate":
+                    handle = fault.arg if fault.arg is not None else self._first_value_handle()
+                    value = b"\x01"
+                else:
+                    handle = self._service_changed_handle(server)
+                    span = fault.arg if fault.arg is not None else 0x0001FFFF
+                    value = (span >> 16).to_bytes(2, "little") + (span & 0xFFFF).to_bytes(2, "little")
+                raw = bytes([OP_HANDLE_VALUE_INDICATION]) + handle.to_bytes(2, "little") + value
                 if self._indication is not None:
                     self._indication[2].cancel()
                 timer = asyncio.get_running_loop().call_later(INDICATION_TIMEOUT_S, self._indication_unconfirmed)
@@ -914,6 +935,15 @@ class LedPeripheral:
                 self._mutation = (fault, saved_mtu)
                 break
         return True
+
+    def _service_changed_handle(self, server) -> int:
+        """The value handle of the Service Changed characteristic (0x2A05)."""
+        for attribute in server.attributes:
+            if isinstance(attribute, Characteristic) and attribute.uuid == GATT_SERVICE_CHANGED_UUID:
+                return attribute.handle
+            if getattr(attribute, "type", None) == GATT_SERVICE_CHANGED_UUID:
+                return attribute.handle
+        raise ValueError("fault_service_changed: the device has no Service Changed characteristic (hash=0?)")
 
     def _undeclared_handles(self, server, count: int) -> list[int]:
         handles: list[int] = []

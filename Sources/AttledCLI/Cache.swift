@@ -12,12 +12,17 @@ import BLETransport
 /// Files, under `$XDG_CACHE_HOME/attled/` (else `/var/cache/attled/` as root,
 /// else `~/.cache/attled/`):
 /// - `gatt-AA-BB-CC-DD-EE-FF-random`: one device's LED service and characteristics,
-///   and its GATT Database Hash once known; plain text, one record per line.
+///   and its GATT Database Hash (or that it has none), read in the connection
+///   that discovered them; plain text, one record per line.
 /// - `names`: which address each advertised name resolved to.
 ///
-/// The cache is validated with the Database Hash characteristic (0x2B2A) when
-/// the device has one, invalidated by a Service Changed indication, and any
-/// ATT error on a cached handle falls back to discovery in the same connection.
+/// No warm run trusts an entry unchecked (except with `--trust-cache`): a
+/// device with a Database Hash (0x2B2A) has it read at the cached handle and
+/// compared (one round trip); one without has its characteristic declarations
+/// in the cached service range read again and compared field for field. A
+/// Service Changed indication whose range overlaps the cached service
+/// invalidates the entry, and any ATT error on a cached handle falls back to
+/// discovery in the same connection.
 struct GATTCache {
     struct Entry: Equatable {
         var profile: String

@@ -30,6 +30,8 @@ final class DeviceJob {
     var device: DiscoveredDevice?
     /// A Service Changed indication arrived: cached handles may be stale.
     private var serviceChanged = false
+    /// The LED service the job resolved (cache or discovery).
+    private var resolvedService: Service?
     /// Notifications received by `listen`.
     private(set) var notifications = 0
     /// Called when the job finishes.
@@ -127,6 +129,13 @@ final class DeviceJob {
             .flatMap { [self] (led, source) -> Future<Void> in
                 report.fields.append(("profile", .string(led.profile.name)))
                 report.fields.append(("cache", .string(source.rawValue)))
+                resolvedService = led.service
+                // Service Changed for our range while the cache was checked:
+                // discover before acting, so nothing is written twice.
+                if source == .cache, serviceChanged, link.isConnected {
+                    report.progress("cached handles changed (Service Changed); discovering again")
+                    return rediscoverAndAct(link, advertised)
+                }
                 return act(link, led).recover { [self] e in
                     // Cached handles the device rejects mean the cache was stale:
                     // discover again in the same connection and redo the job.
@@ -151,7 +160,7 @@ final class DeviceJob {
         resolver.cache?.remove(link.peer)
         serviceChanged = false
         return resolver.startDiscover(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
-            .flatMap { [self] led in act(link, led) }
+            .flatMap { [self] led in resolvedService = led.service; return act(link, led) }
     }
 
     /// An error that a stale cached handle explains (not a dead link or a silent peer).
@@ -161,13 +170,26 @@ final class DeviceJob {
         return e is ATTError || e is GATTError
     }
 
-    /// A Service Changed indication (4-byte handle range, not one of ours)
-    /// invalidates what the cache holds for this device.
+    /// A Service Changed indication (Core Vol 3 Part G 7.1: a 4-byte
+    /// affected handle range, indicated from outside the LED service)
+    /// invalidates the cache only when that range overlaps the LED service
+    /// the job uses; any other change leaves the job and the cache alone.
     func noteIndication(_ hv: HandleValue) {
-        guard hv.value.count == 4 else { return }
+        guard hv.value.count == 4, let l = link else { return }
+        let start = UInt16(hv.value[0]) | UInt16(hv.value[1]) << 8
+        let end = UInt16(hv.value[2]) | UInt16(hv.value[3]) << 8
+        let ours = resolvedService ?? resolver.cache?.load(l.peer)?.service
+        if let svc = ours {
+            // An indication from inside the LED service is one of its characteristics.
+            if (svc.start...svc.end).contains(hv.handle) { return }
+            guard start <= svc.end && end >= svc.start else {
+                report.progress("the device indicated Service Changed for 0x\(Hex.int(start, width: 4))-0x\(Hex.int(end, width: 4)), outside the LED service 0x\(Hex.int(svc.start, width: 4))-0x\(Hex.int(svc.end, width: 4)): cache kept")
+                return
+            }
+        }
         serviceChanged = true
-        if let l = link { resolver.cache?.remove(l.peer) }
-        report.progress("the device indicated Service Changed (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
+        resolver.cache?.remove(l.peer)
+        report.progress("the device indicated Service Changed for 0x\(Hex.int(start, width: 4))-0x\(Hex.int(end, width: 4)) (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
     }
 
     // MARK: actions

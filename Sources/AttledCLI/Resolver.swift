@@ -32,7 +32,7 @@ final class LEDResolver {
     /// Database Hash when the device has one.
     /// - Returns: a future of them, nil when there is no usable entry.
     func startCached(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], report: Report) -> Future<ResolvedLED?> {
-        guard let cache = cache, var e = cache.load(peer) else { return Future(value: nil) }
+        guard let cache = cache, let e = cache.load(peer) else { return Future(value: nil) }
         let profile: LEDProfile?
         if let x = explicitProfile {
             profile = x.service == e.service.uuid ? x : nil
@@ -49,48 +49,90 @@ final class LEDResolver {
             report.done("\(prof.name) handles from the cache, \(how), \(gatt.bearer.transactions.count - before) ATT transaction(s)")
             return led
         }
+        let stale: (String) -> ResolvedLED? = { why in
+            cache.remove(peer)
+            report.done("\(why): discovering again")
+            return nil
+        }
         if trustCache { return Future(value: finish("trusted (--trust-cache)")) }
+        // A device with a Database Hash: one read of it proves the whole
+        // database unchanged (Core Vol 3 Part G 7.3). The hash was recorded by
+        // the run that discovered the handles, in the same connection.
         if let h = e.hashHandle, let want = e.hash {
             return gatt.startRead(h).map { got -> ResolvedLED? in
-                guard got == want else {
-                    cache.remove(peer)
-                    report.done("Database Hash changed: discovering again")
-                    return nil
-                }
-                return finish("Database Hash matches")
+                got == want ? finish("Database Hash matches") : stale("Database Hash changed")
             }.recover { err in
-                if case ATTError.errorResponse = err { cache.remove(peer); report.end(); return Future(value: nil) }
+                if case ATTError.errorResponse = err { return Future(value: stale("Database Hash unreadable (\(err))")) }
                 throw err
             }
         }
-        if e.noHash { return Future(value: finish("trusted (no Database Hash)")) }
-        return gatt.startRead(type: GATTUUID.databaseHash).map { hv in
-            let how: String
-            if let hv, hv.value.count == 16 {
-                e.hashHandle = hv.handle; e.hash = hv.value
-                how = "Database Hash recorded"
-            } else {
-                e.noHash = true
-                how = "the device has no Database Hash"
+        // No hash: the characteristic declarations in the cached service range,
+        // read again and compared field for field, prove the handles the job
+        // uses (an entry from an older attled also records the hash here).
+        return validateDeclarations(gatt, e, prof).flatMap { same -> Future<ResolvedLED?> in
+            guard same else { return Future(value: stale("characteristic declarations changed")) }
+            if e.noHash { return Future(value: finish("declarations match (no Database Hash)")) }
+            return self.startRecordHash(gatt, e).map { updated in
+                cache.save(peer, updated)
+                return finish("declarations match")
             }
-            cache.save(peer, e)
-            return finish(how)
         }
     }
 
-    /// Discovers the LED service and characteristics and saves them to the cache.
+    /// Reads the characteristic declarations over the cached service range,
+    /// stopping where the discovery that filled the cache stopped, and
+    /// compares them with the cached ones. Exchanges the MTU first when the
+    /// cached declarations would not fit one response at the current one.
+    /// - Returns: a future of whether they are all the same.
+    func validateDeclarations(_ gatt: GATTClient, _ e: GATTCache.Entry, _ prof: LEDProfile) -> Future<Bool> {
+        let b = gatt.bearer
+        let bytes = e.characteristics.reduce(0) { $0 + 2 + 3 + ($1.uuid.uint16 == nil ? 16 : 2) }
+        let mtu: Future<Void> = (!b.mtuExchanged && bytes + 2 > b.mtu) ? b.startExchangeMTU().map { _ in } : .done
+        return mtu.flatMap { gatt.startDiscoverCharacteristics(of: e.service) { ResolvedLED.isComplete(prof, $0) } }
+            .map { $0 == e.characteristics }
+            .recover { err in
+                if case ATTError.errorResponse = err { return Future(value: false) }
+                if err is GATTError { return Future(value: false) }
+                throw err
+            }
+    }
+
+    /// Reads the Database Hash by type (one Read By Type 0x2B2A over the whole
+    /// range) into a copy of `e`: its handle and value, or `noHash` when the
+    /// device has none.
+    /// - Returns: a future of the updated entry.
+    func startRecordHash(_ gatt: GATTClient, _ e: GATTCache.Entry) -> Future<GATTCache.Entry> {
+        var copy = e
+        return gatt.startRead(type: GATTUUID.databaseHash).map { hv -> GATTCache.Entry in
+            if let hv, hv.value.count == 16 { copy.hashHandle = hv.handle; copy.hash = hv.value; copy.noHash = false }
+            else { copy.noHash = true }
+            return copy
+        }.recover { err -> Future<GATTCache.Entry> in
+            if case ATTError.errorResponse = err { copy.noHash = true; return Future(value: copy) }
+            throw err
+        }
+    }
+
+    /// Discovers the LED service and characteristics and, with a cache, reads
+    /// the Database Hash in the same connection and saves both: the hash then
+    /// describes exactly the database the handles came from.
     /// - Returns: a future of the characteristics.
     func startDiscover(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<ResolvedLED> {
         report.begin(.discover)
         let b = gatt.bearer
         let before = b.transactions.count
-        return LEDOperations.startDiscover(gatt, profile: explicitProfile, advertised: advertised, deviceName: deviceName).map { led in
+        return LEDOperations.startDiscover(gatt, profile: explicitProfile, advertised: advertised, deviceName: deviceName).flatMap { led -> Future<ResolvedLED> in
             let svc = led.service
-            report.done("\(led.profile.name) service 0x\(Hex.int(svc.start, width: 4))-0x\(Hex.int(svc.end, width: 4)), \(led.characteristics.count) characteristic(s), MTU \(b.mtu), \(b.transactions.count - before) ATT transaction(s)")
-            if !led.profile.isCustom {
-                self.cache?.save(peer, GATTCache.Entry(profile: led.profile.name, service: svc, characteristics: led.characteristics))
+            let done = { (hash: String) -> ResolvedLED in
+                report.done("\(led.profile.name) service 0x\(Hex.int(svc.start, width: 4))-0x\(Hex.int(svc.end, width: 4)), \(led.characteristics.count) characteristic(s)\(hash), MTU \(b.mtu), \(b.transactions.count - before) ATT transaction(s)")
+                return led
             }
-            return led
+            guard let cache = self.cache, !led.profile.isCustom else { return Future(value: done("")) }
+            let entry = GATTCache.Entry(profile: led.profile.name, service: svc, characteristics: led.characteristics)
+            return self.startRecordHash(gatt, entry).map { e in
+                cache.save(peer, e)
+                return done(e.noHash ? ", no Database Hash" : ", Database Hash recorded")
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ def test_trace_hex_and_timing_summary(world):
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "1,2,3", "--trace=hex"])
     assert r.returncode == 0, r.stderr
     assert "        | 01 03 0c 00" in r.stderr  # raw H4 bytes of Reset
-    assert re.search(r"ATT transactions: 6 \(\+ 0 without response\), MTU 517", r.stderr)
+    assert re.search(r"ATT transactions: 7 \(\+ 0 without response\), MTU 517", r.stderr)
     assert re.search(r"Write Request\s+[\d.]+\s+ms\s+-> Write Response", r.stderr)
     assert re.search(r"connection interval [\d.]+ ms", r.stderr)
 
