@@ -97,6 +97,10 @@ final class GATTTool {
             for r in ranges { found += try wait(gatt.startDiscoverCharacteristics(of: r, uuid: u)) }
             if found.isEmpty {
                 let within = opts.service.map { " in service \($0)" } ?? ""
+                // 0x2900-0x29FF are descriptor types (Assigned Numbers 3.7): several per database.
+                if let v = u.uint16, v >> 8 == 0x29 {
+                    throw RunError("the device has no characteristic \(u)\(within): \(u) is a descriptor type; give the descriptor's handle ('attled gatt' lists them)", .notFound)
+                }
                 throw RunError("the device has no characteristic \(u)\(within) ('attled gatt' lists what it has)", .notFound)
             }
             if found.count > 1 {
