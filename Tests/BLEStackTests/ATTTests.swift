@@ -314,7 +314,7 @@ struct ATTBearerTests {
         #expect(f.ctl.sent.isEmpty)
     }
 
-    @Test("GATT/CL/GAW/BV-01-C write without response sends a Write Command and counts it")
+    @Test("a Write Command is sent at once and counted (the GATT-level case GATT/CL/GAW/BV-01-C is in GATTConformanceTests)")
     func writeCommand() throws {
         let f = BearerFixture()
         f.expectATT("52 10 00 ff 00 00")
