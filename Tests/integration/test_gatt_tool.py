@@ -321,6 +321,19 @@ def test_ambiguous_uuid_names_the_candidates(world, tmp_path):
         assert r.returncode == EXIT_ATT_ERROR, r.stderr  # Read Not Permitted, on that one handle
 
 
+@pytest.mark.xfail(strict=True, reason="attled bug: --service finds primary services only (Discover Primary "
+                   "Service by UUID), so a characteristic of a secondary service cannot be narrowed to, although "
+                   "the ambiguity error names that service and suggests --service")
+def test_service_narrows_to_a_secondary_service(world):
+    w, db = start_peer(world, 3, 23)
+    counts = Counter(c["uuid"] for _, c in chars_of(db))
+    s, c = next((s, c) for s, c in chars_of(db) if not s["primary"] and c["value"] is not None
+                and counts[c["uuid"]] == 1 and sum(1 for t in db["services"] if t["uuid"] == s["uuid"]) == 1)
+    r = attled(w, "read", "--char", c["uuid"], "--service", s["uuid"], "--json")
+    ok(r)
+    assert json.loads(r.stdout)["value"] == c["value"]
+
+
 def test_missing_handle_and_uuid(world):
     w, db = start_peer(world, 3, 23)
     assert all(not (s["start"] <= 0x0FFF <= s["end"]) for s in db["services"]) and db["last_handle"] < 0x0FFF
@@ -336,6 +349,23 @@ def test_missing_handle_and_uuid(world):
     r = attled(w, "read", "--char", "2902")
     assert r.returncode == EXIT_NOT_FOUND, r.stdout + r.stderr
     assert "2902" in r.stderr, r.stderr
+
+
+def test_last_characteristic_at_ffff(world, tmp_path):
+    """seed 3 with last_ffff: the last characteristic's value is handle 0xFFFF."""
+    w, db = start_peer(world, 3, 23, ",last_ffff=1")
+    c = db["services"][-1]["characteristics"][-1]
+    assert c["value_handle"] == 0xFFFF and "read" in c["properties"] and "write" in c["properties"]
+    assert sum(1 for _, o in chars_of(db) if o["uuid"] == c["uuid"]) == 1
+    cache = tmp_path / "cache"
+    r = ok(attled(w, "read", "--char", c["uuid"], "--json", cache=cache))
+    assert (json.loads(r.stdout)["handle"], json.loads(r.stdout)["value"]) == (0xFFFF, c["value"])
+    value = pattern(100)
+    mark = w.mark()
+    ok(attled(w, "write", "--char", "0xFFFF", "--value", value.hex(), cache=cache))
+    assert w.wait_event({"event": "write", "handle": 0xFFFF}, since=mark)["op"] == "execute"
+    r = ok(attled(w, "read", "--char", "0xffff", "--json", cache=cache))
+    assert json.loads(r.stdout)["value"] == value.hex()
 
 
 # -----------------------------------------------------------------------------
