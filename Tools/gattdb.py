@@ -109,6 +109,8 @@ rejected, read_rejected, subscribed, fault ...):
 
   {"event": "write", "device": NAME, "handle": H, "uuid": .., "value": hex,
    "length": N, "op": "request|command|execute", "target": "characteristic|descriptor"}
+  {"event": "notify", "device": NAME, "handle": H, "value": hex, "indication": bool}
+      (notify_on_subscribe=1: the value sent after a CCCD write)
 """
 
 from __future__ import annotations

@@ -507,3 +507,5 @@ def test_listen_prints_the_peer_notification(world, kind):
     assert [(e["handle"], e["value"]) for e in lines if e.get("event") == "notification"] == \
         [(c["value_handle"], sent["value"])]
     w.wait_event({"event": "subscribed", "notify": kind == "notify", "indicate": kind == "indicate"}, since=mark)
+    if kind == "indicate":
+        w.wait_event({"event": "att", "op": 0x1E}, since=mark)  # attled confirmed the indication
