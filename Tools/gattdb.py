@@ -18,6 +18,11 @@ Request), ``interval=MS``, ``addr=..``, and the ``fault_KIND=REQ[#N]`` faults;
 ``fault_corrupt=prepare_write#N`` flips the last byte of the N-th Prepare
 Write Response's echoed value (the queued value stays right), for testing a
 client's echo check and its Execute Write (flags 0) cancel.
+``notify_on_subscribe=1``: when a client writes a CCCD to enable
+notifications (or indications), the peer sends the characteristic's current
+value once (a Handle Value Notification, or Indication when only indications
+were enabled; truncated to ATT_MTU-3 as Bumble does), after the Write Response,
+and reports ``{"event": "notify", "handle": H, "value": hex, "indication": bool}``.
 
 It advertises its name only (Complete Local Name, plus Flags when they fit).
 
@@ -104,6 +109,8 @@ rejected, read_rejected, subscribed, fault ...):
 
   {"event": "write", "device": NAME, "handle": H, "uuid": .., "value": hex,
    "length": N, "op": "request|command|execute", "target": "characteristic|descriptor"}
+  {"event": "notify", "device": NAME, "handle": H, "value": hex, "indication": bool}
+      (notify_on_subscribe=1: the value sent after a CCCD write)
 """
 
 from __future__ import annotations
@@ -137,7 +144,7 @@ from ledperipheral import LedPeripheral, PeripheralOptions  # noqa: E402
 
 Props = Characteristic.Properties
 
-OPTION_KEYS = ("seed", "last_ffff")
+OPTION_KEYS = ("seed", "last_ffff", "notify_on_subscribe")
 
 PROPERTY_NAMES = ["broadcast", "read", "write-without-response", "write", "notify", "indicate",
                   "signed-write", "extended"]
@@ -447,6 +454,8 @@ def check_options(opts: PeripheralOptions) -> None:
         raise ValueError("gattdb: seed must be >= 0")
     if opts.profile_options.get("last_ffff", "0") not in ("0", "1"):
         raise ValueError("gattdb: last_ffff must be 0 or 1")
+    if opts.profile_options.get("notify_on_subscribe", "0") not in ("0", "1"):
+        raise ValueError("gattdb: notify_on_subscribe must be 0 or 1")
 
 
 class GattDbPeripheral(LedPeripheral):
@@ -457,6 +466,7 @@ class GattDbPeripheral(LedPeripheral):
         super().__init__(opts, emit)
         self.seed = int(opts.profile_options.get("seed", "1"), 0)
         self.last_ffff = opts.profile_options.get("last_ffff", "0") == "1"
+        self.notify_on_subscribe = opts.profile_options.get("notify_on_subscribe", "0") == "1"
         self.model = generate(self.seed)
         self.store = Store(self._on_write)
         self._write_op = "request"
@@ -477,6 +487,23 @@ class GattDbPeripheral(LedPeripheral):
         self.emit("write", handle=attribute.handle if attribute is not None else -1,
                   uuid=uuid_text(uuid) if uuid is not None else None, value=value.hex(), length=len(value),
                   op=self._write_op, target=target)
+
+    def _on_subscription(self, bearer, characteristic, notify: bool, indicate: bool) -> None:
+        super()._on_subscription(bearer, characteristic, notify, indicate)
+        if self.notify_on_subscribe and (notify or indicate) and self.connection is not None:
+            # A task: it runs after Bumble has sent the Write Response to the CCCD write.
+            self._spawn(self._send_current(self.connection, characteristic, indication=not notify))
+
+    async def _send_current(self, connection, characteristic, indication: bool) -> None:
+        key = next((k for k, a in self.store.attribute_of.items() if a is characteristic), None)
+        if key is None:
+            return
+        value = self.store.values[key][: connection.att_mtu - 3]
+        self.emit("notify", handle=characteristic.handle, value=value.hex(), indication=indication)
+        if indication:
+            await self.device.indicate_subscriber(connection, characteristic, value)
+        else:
+            await self.device.notify_subscriber(connection, characteristic, value)
 
     def _first_value_handle(self) -> int:
         generated = {id(v) for v in self.store.attribute_of.values()}
@@ -500,6 +527,7 @@ class GattDbPeripheral(LedPeripheral):
             "adv_data": self.adv_data.hex(),
             "seed": self.seed,
             "last_ffff": self.last_ffff,
+            "notify_on_subscribe": self.notify_on_subscribe,
             "attribute_count": self.database.get("attribute_count"),
             "last_handle": self.database.get("last_handle"),
         }

@@ -370,3 +370,37 @@ def test_corrupted_prepare_write_echo(world):
     w.wait_event({"event": "fault", "kind": "corrupt", "request": "prepare_write", "nth": 1}, timeout=2)
     writes = w.find({"event": "write", "handle": handle})
     assert [e["value"] for e in writes] == [part.hex()]
+
+
+@pytest.mark.parametrize("kind", ["notify", "indicate"])
+def test_notify_on_subscribe(world, kind):
+    """notify_on_subscribe=1: enabling the CCCD brings the current value once
+    (notification, or indication when only indications were enabled),
+    truncated to ATT_MTU-3."""
+    w, db = start_peer(world, 3, 23, ",notify_on_subscribe=1")
+    primaries = [s for s in db["services"] if s["primary"] and s["uuid"] not in ("1800", "1801")]
+    if kind == "notify":
+        target = next(c for s in primaries for c in s["characteristics"]
+                      if "notify" in c["properties"] and c["value"] and len(c["value"]) > 40)
+    else:
+        target = next(c for s in primaries for c in s["characteristics"]
+                      if "indicate" in c["properties"] and "notify" not in c["properties"] and c["value"])
+
+    async def scenario() -> bytes:
+        async with Central(w.bumble_transport()) as central:
+            client = central.client
+            await client.discover_services()
+            for service in client.services:
+                await service.discover_characteristics()
+            ch = next(c for s in client.services for c in s.characteristics if c.handle == target["value_handle"])
+            await ch.discover_descriptors()
+            queue: asyncio.Queue[bytes] = asyncio.Queue()
+            await ch.subscribe(lambda value: queue.put_nowait(bytes(value)), prefer_notify=kind == "notify")
+            return await asyncio.wait_for(queue.get(), 5)
+
+    value = run(scenario())
+    assert value.hex() == target["value"][: 2 * 20]
+    sent = w.wait_event({"event": "notify", "handle": target["value_handle"]}, timeout=2)
+    assert (sent["value"], sent["indication"]) == (value.hex(), kind == "indicate")
+    if kind == "indicate":
+        w.wait_event({"event": "att", "op": 0x1E}, timeout=2)  # the client confirmed it
