@@ -89,11 +89,17 @@ final class GATTTool {
             return Target(handle: h, uuid: info, characteristic: nil)
         case .uuid(let u)?:
             var ranges = [Service(uuid: GATTUUID.primaryService, start: 1, end: 0xFFFF)]
+            var found: [Characteristic] = []
             if let su = opts.service {
                 ranges = try wait(gatt.startDiscoverPrimaryServices(uuid: su))
-                if ranges.isEmpty { throw GATTError.serviceNotFound(su) }
+                if ranges.isEmpty {
+                    // Not a primary service: a secondary one is reached only
+                    // through include declarations (Core Vol 3 Part G 4.5.1).
+                    let db = try wait(gatt.startDiscoverDatabase(descriptors: false))
+                    guard db.services.contains(where: { $0.service.uuid == su }) else { throw GATTError.serviceNotFound(su) }
+                    found = db.characteristics(u, inService: su).map(\.entry.characteristic)
+                }
             }
-            var found: [Characteristic] = []
             for r in ranges { found += try wait(gatt.startDiscoverCharacteristics(of: r, uuid: u)) }
             if found.isEmpty {
                 let within = opts.service.map { " in service \($0)" } ?? ""

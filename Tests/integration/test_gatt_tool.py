@@ -321,9 +321,6 @@ def test_ambiguous_uuid_names_the_candidates(world, tmp_path):
         assert r.returncode == EXIT_ATT_ERROR, r.stderr  # Read Not Permitted, on that one handle
 
 
-@pytest.mark.xfail(strict=True, reason="attled bug: --service finds primary services only (Discover Primary "
-                   "Service by UUID), so a characteristic of a secondary service cannot be narrowed to, although "
-                   "the ambiguity error names that service and suggests --service")
 def test_service_narrows_to_a_secondary_service(world):
     w, db = start_peer(world, 3, 23)
     counts = Counter(c["uuid"] for _, c in chars_of(db))
