@@ -13,7 +13,7 @@ let package = Package(
         // The whole stack for other Swift programs: `import Attled` brings the facade
         // (BLEStack, Link) and re-exports every layer; BLETrace decodes packets.
         .library(name: "Attled", targets: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP",
-                                           "BLEATT", "BLEGATT", "LEDProfile", "BLETrace"]),
+                                           "BLEATT", "BLEGATT", "LEDProfile", "BLETrace", "BLESMP"]),
     ],
     targets: [
         // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
@@ -38,9 +38,9 @@ let package = Package(
         // The three LED devices and generic RGB descriptions.
         .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEHCI", "BLEATT", "BLEGATT"], swiftSettings: strict),
         // The facade: open, scan, connect, a GATT client per link; re-exports the layers.
-        .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "LEDProfile"], swiftSettings: strict),
+        .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "LEDProfile", "BLESMP"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.
-        .target(name: "AttledCLI", dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile"], swiftSettings: strict),
+        .target(name: "AttledCLI", dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"], swiftSettings: strict),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
         .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),

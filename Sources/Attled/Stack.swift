@@ -6,6 +6,7 @@
 @_exported import BLEATT
 @_exported import BLEGATT
 @_exported import LEDProfile
+@_exported import BLESMP
 
 /// The attled stack in a few lines: open a controller, scan, connect, and
 /// get a GATT client for each link.
@@ -151,6 +152,8 @@ public final class Link {
     public let bearer: ATTBearer
     /// The GATT client.
     public let gatt: GATTClient
+    /// Pairing and encryption (the Security Manager, as central).
+    public let security: LinkSecurity
     /// Called once when the link goes down, with the reason (nil: closed locally).
     public var onDisconnect: ((HCIStatus?) -> Void)?
 
@@ -160,8 +163,10 @@ public final class Link {
         l2cap = L2CAPLink(host: stack.host, handle: connection.handle)
         bearer = ATTBearer(link: l2cap)
         gatt = GATTClient(bearer: bearer)
+        security = LinkSecurity(host: stack.host, l2cap: l2cap, initiator: stack.info.ownAddress, responder: connection.peer)
         l2cap.onClose = { [weak self] reason in
             guard let self else { return }
+            self.security.linkClosed()
             self.stack.forget(self)
             self.onDisconnect?(reason)
         }

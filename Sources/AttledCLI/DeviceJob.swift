@@ -24,6 +24,7 @@ final class DeviceJob {
     let opts: Options
     let report: Report
     let resolver: LEDResolver
+    let securer: Securer
     private(set) var state = State.waiting
     private(set) var failure: RunError?
     private(set) var link: Link?
@@ -40,8 +41,9 @@ final class DeviceJob {
     /// When the run started (for the "done" line).
     let runStart: Instant
 
-    init(target: Target, opts: Options, report: Report, resolver: LEDResolver, runStart: Instant) {
+    init(target: Target, opts: Options, report: Report, resolver: LEDResolver, securer: Securer, runStart: Instant) {
         self.runStart = runStart
+        self.securer = securer
         self.target = target
         self.opts = opts
         self.report = report
@@ -125,7 +127,9 @@ final class DeviceJob {
             }
         }
         let advertised = device?.serviceUUIDs ?? []
-        resolver.start(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
+        securer.attach(link)
+        securer.upFront(link)
+            .flatMap { [self] in resolver.start(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report) }
             .flatMap { [self] (led, source) -> Future<Void> in
                 report.fields.append(("profile", .string(led.profile.name)))
                 report.fields.append(("cache", .string(source.rawValue)))
@@ -194,7 +198,12 @@ final class DeviceJob {
 
     // MARK: actions
 
+    /// Acts, securing the link and acting once more when the device asks for encryption.
     func act(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+        securer.retrying(link) { [self] in actOnce(link, led) }
+    }
+
+    private func actOnce(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
         Future.attempt {
             switch opts.command {
             case .set: return setColour(link, led)

@@ -15,6 +15,7 @@ public enum ExitCode: Int32, Sendable {
     case notFound = 5
     case attError = 6
     case linkLost = 7
+    case security = 8
     case usage = 64
     case dataError = 65
     case unavailable = 69
@@ -48,6 +49,8 @@ public func classify(_ error: Error) -> RunError {
         case .commandFailed, .commandTimeout, .hardwareError, .malformed, .closed: return RunError(e.description, .controller)
         }
     case let e as GAPError: return RunError(e.description, .connectionFailed)
+    case let e as SecurityError: return RunError(e.description, .security)
+    case let e as BondStoreError: return RunError(e.description, .security)
     case let e as StackError:
         switch e { case .notFound: return RunError(e.description, .deviceNotFound) }
     case let e as LEDOperations.Failure:

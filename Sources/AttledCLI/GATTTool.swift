@@ -9,6 +9,8 @@ import Attled
 final class GATTTool {
     let s: Session
     let opts: Options
+    private var securer: Securer!
+    private var link: Link!
     var report: Report { s.report }
 
     init(_ s: Session) {
@@ -21,6 +23,10 @@ final class GATTTool {
     func run() throws {
         let link = try TargetRunner(s).connectOne()
         link.bearer.transactionTimeoutMs = opts.attTimeoutMs ?? Session.defaultATTMs
+        securer = Securer(opts: opts, store: s.bonds, report: report)
+        securer.attach(link)
+        self.link = link
+        try wait(securer.upFront(link))
         switch opts.command {
         case .gatt: try dump(link.gatt)
         case .read: try read(link.gatt)
@@ -159,7 +165,7 @@ final class GATTTool {
         let t = try locate(gatt, declaration: false)
         targetFields(t)
         report.begin(.read)
-        let v = try wait(gatt.startReadLong(t.handle))
+        let v = try wait(securer.retrying(link) { gatt.startReadLong(t.handle) })
         report.done("\(v.count) byte(s) from \(label(t))")
         report.fields.append(("value", .string(Hex.string(v, separator: ""))))
         if !opts.json { Console.out(Hex.string(v, separator: "")) }
@@ -192,9 +198,10 @@ final class GATTTool {
         report.begin(.write)
         do {
             if method == .command {
+                // A Write Command gets no error: a protected value drops it silently (write --pair).
                 _ = try wait(gatt.startWrite(t.handle, value: value, withResponse: false).flatMap { link.stack.host.startDrain(handle: link.connection.handle) })
             } else {
-                _ = try wait(gatt.startWrite(t.handle, value: value, withResponse: true))
+                _ = try wait(securer.retrying(link) { gatt.startWrite(t.handle, value: value, withResponse: true) })
             }
         } catch ATTError.errorResponse(let req, let h, let code) where code == .writeNotPermitted && method != .command {
             let e = ATTError.errorResponse(request: req, handle: h, code: code)
@@ -243,7 +250,7 @@ final class GATTTool {
         link.bearer.onNotification = handler
         link.bearer.onIndication = handler
         link.onDisconnect = { reason in done.fail(ATTError.disconnected(reason: reason)) }
-        _ = try wait(gatt.startSubscribe(c, indications: !c.properties.contains(.notify)))
+        _ = try wait(securer.retrying(link) { gatt.startSubscribe(c, indications: !c.properties.contains(.notify)) })
         report.done("\(label(t)); Ctrl-C stops")
         report.begin(.listen)
         s.sigintIsSuccess = true
@@ -321,7 +328,7 @@ final class GATTTool {
 
     /// Reads one value in full; an ATT error is a result, not a failure of the dump.
     func readResult(_ gatt: GATTClient, _ h: UInt16) -> Result<[UInt8], any Error> {
-        do { return .success(try wait(gatt.startReadLong(h))) } catch { return .failure(error) }
+        do { return .success(try wait(securer.retrying(link) { gatt.startReadLong(h) })) } catch { return .failure(error) }
     }
 
     func printable(_ v: [UInt8]) -> String {

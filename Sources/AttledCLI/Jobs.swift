@@ -88,6 +88,7 @@ public func runCLI(_ args: [String], environment: [String: String]) -> Int32 {
     case .help: Console.out(Usage.help); return 0
     case .version: Console.out(Usage.version); return 0
     case .decode: return runDecode(opts)
+    case .bonds: return runBonds(opts, environment: environment)
     default: return Session(opts, environment: environment).run()
     }
 }

@@ -7,9 +7,19 @@ import BLETrace
 /// values parse themselves; usage errors exit 64 with the usage line.
 public struct Options: Sendable {
     public enum Command: String, Sendable, CaseIterable {
-        case set, scan, get, send, listen, gatt, read, write, ui, decode, help, version
+        case set, scan, get, send, listen, gatt, read, write, ui, decode, bonds, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
+    /// When attled pairs or encrypts.
+    public enum PairMode: Sendable {
+        /// When the device asks (an ATT security error, a Security Request), and
+        /// up front with a stored bond.
+        case auto
+        /// `--pair`: up front, before anything else.
+        case always
+        /// `--no-pair`: never pair (a stored bond is still used).
+        case never
+    }
 
     public var command: Command = .set
     public var transport: TransportSpec? = nil
@@ -47,6 +57,14 @@ public struct Options: Sendable {
     public var trustCache = false
     public var files: [String] = []
     public var filter: PacketLayer? = nil
+    /// `--pair` / `--no-pair`.
+    public var pair: PairMode = .auto
+    /// `--no-repair`: a device that forgot the bond is an error, not a new pairing.
+    public var noRepair = false
+    /// `--trace=keys`: show key material in the trace (masked otherwise).
+    public var traceKeys = false
+    /// `bonds --remove ADDR`.
+    public var removeBond: DeviceAddress? = nil
 
     public init() {}
 }
@@ -92,7 +110,7 @@ public enum CharacteristicRef: Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum Usage {
-    public static let line = "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
+    public static let line = "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
 
     public static let help = """
     \(line)
@@ -114,6 +132,7 @@ public enum Usage {
                         it only allows that; Prepare/Execute Write when longer than ATT_MTU-3)
       ui                full-screen colour sliders (harness: buttons), reconnecting as needed
       scan              list advertising devices
+      bonds [--remove ADDR]  list the stored bonds (pairing keys), or remove one
       decode FILE       decode a btsnoop capture (- for stdin)
 
     Transport (default hci0; also ATTLED_TRANSPORT in the environment):
@@ -146,15 +165,22 @@ public enum Usage {
       --att-timeout MS       deadline per ATT transaction (default 3000)
       --no-cache             do not use or update the GATT/address cache
       --trust-cache          skip the Database Hash check of cached handles (saves a round trip)
+      --pair                 pair (or encrypt with the stored bond) before anything else
+      --no-pair              never pair; by default attled pairs (LE Secure Connections, Just
+                             Works; legacy if the device has no SC) when the device answers
+                             Insufficient Authentication/Encryption or sends a Security Request,
+                             and encrypts up front with a stored bond
+      --no-repair            when the device has forgotten the bond, fail instead of pairing again
       --json                 machine-readable output on stdout
       --quiet, -q            no progress lines on stderr
-      --trace[=hex]          decode every packet on stderr (=hex adds raw bytes)
+      --trace[=hex|=keys]    decode every packet on stderr (=hex adds raw bytes; keys are
+                             masked unless =keys)
       --btsnoop FILE         write a btsnoop capture (Wireshark, btmon)
       -h, --help             this text;  --version
 
     Exit codes: 0 ok, 3 device not found, 4 connection failed, 5 service or
     characteristic not found, 6 ATT error from the device, 7 device stopped
-    answering or link lost, 64 usage, 65 bad input file, 69 transport or adapter
+    answering or link lost, 8 pairing or encryption failed, 64 usage, 65 bad input file, 69 transport or adapter
     unavailable, 74 transport lost, 75 adapter busy, 76 controller error,
     77 permission denied, 130/143 interrupted (SIGINT/SIGTERM).
     """
@@ -205,6 +231,15 @@ extension Options {
                 guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--name must be 1 to 248 bytes") }
                 o.names.append(v)
             case "--service": o.service = try uuid(flag, try value(flag, inline))
+            case "--pair": o.pair = .always
+            case "--no-pair": o.pair = .never
+            case "--no-repair": o.noRepair = true
+            case "--remove":
+                let v = try value(flag, inline)
+                guard let a = BDAddress(v.split(separator: ",").first.map(String.init) ?? "") else {
+                    throw UsageError("--remove: '\(v)' is not an address like C0:11:22:33:44:55[,random|,public]")
+                }
+                o.removeBond = DeviceAddress(a, v.hasSuffix(",public") ? .public : .random)
             case "--address", "-a":
                 let v = try value(flag, inline)
                 let parts = v.split(separator: ",").map(String.init)
@@ -251,7 +286,8 @@ extension Options {
                 switch inline {
                 case nil: o.trace = .decoded
                 case "hex"?: o.trace = .hex
-                default: throw UsageError("--trace takes no value or =hex")
+                case "keys"?: o.trace = .decoded; o.traceKeys = true
+                default: throw UsageError("--trace takes no value, =hex or =keys")
                 }
             case "--btsnoop": o.btsnoop = try value(flag, inline)
             case "--timeout", "-t": o.timeoutMs = try ms(flag, try value(flag, inline), scale: 1000)
@@ -303,6 +339,8 @@ extension Options {
         default: break
         }
         if withoutResponse && command != .write { throw UsageError("--without-response only applies to write") }
+        if removeBond != nil && command != .bonds { throw UsageError("--remove only applies to bonds") }
+        if pair == .always && noRepair { throw UsageError("--pair and --no-repair exclude each other") }
         if values && command != .gatt { throw UsageError("--values only applies to gatt") }
         if names.count + addresses.count > 1 && (isGeneric || [.gatt, .ui].contains(command)) {
             throw UsageError("\(command.rawValue) takes one target: give one --name or --address")

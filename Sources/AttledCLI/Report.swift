@@ -2,7 +2,7 @@ import BLEWire
 
 /// The phases of a run, in the order they usually happen.
 enum Phase: String, Sendable {
-    case open, initialise = "init", scan, connect, cache, discover, write, read, subscribe, listen
+    case open, initialise = "init", scan, connect, pair, encrypt, cache, discover, write, read, subscribe, listen
 
     /// The word used in progress lines and "interrupted during ...".
     var word: String { rawValue }

@@ -21,6 +21,8 @@ final class Session {
     var tracer: Tracer?
     var snoop: BtsnoopWriter?
     var cache: GATTCache?
+    /// Where bonds are kept (pairing keys).
+    var bonds: BondStore
     /// The device jobs of set/get/send/listen, in target order.
     var jobs: [DeviceJob] = []
     /// Links whose timing summary --trace prints at the end.
@@ -40,6 +42,7 @@ final class Session {
         self.environment = environment
         report = Report(prefix: "", quiet: opts.quiet || opts.command == .ui)
         if !opts.noCache { cache = GATTCache(directory: GATTCache.defaultDirectory(environment)) }
+        bonds = BondStore(directory: BondStore.defaultDirectory(environment))
     }
 
     var deadline: Instant { start.adding(ms: opts.timeoutMs ?? Self.defaultTimeoutMs) }
@@ -128,12 +131,16 @@ final class Session {
         transport = t
         // Through sudo: give up root now that the adapter socket is open.
         if let d = try Privileges.drop(transport: t, env: environment) {
+            var env = environment
+            if let home = Privileges.home(of: d.uid) { env["HOME"] = home }
+            env.removeValue(forKey: "SUDO_UID")
             if !opts.noCache {
-                var env = environment
-                if env["XDG_CACHE_HOME"] == nil, let home = Privileges.home(of: d.uid) { env["HOME"] = home }
-                env.removeValue(forKey: "SUDO_UID")
-                cache = GATTCache(directory: GATTCache.defaultDirectory(env))
+                var cenv = env
+                if environment["XDG_CACHE_HOME"] != nil { cenv["HOME"] = environment["HOME"] }
+                cache = GATTCache(directory: GATTCache.defaultDirectory(cenv))
             }
+            // The user's own state directory: after the drop, /var/lib is not ours.
+            if environment["XDG_STATE_HOME"] == nil { bonds = BondStore(directory: BondStore.defaultDirectory(env)) }
             if opts.trace != .off {
                 progress("dropped root privileges: now uid \(d.uid) gid \(d.gid)" + (d.restorer != nil ? "; a root helper will bring \(t.name) back up" : ""))
             }

@@ -101,6 +101,8 @@ public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let writeNotPermitted = ATTErrorCode(rawValue: 0x03)
     public static let invalidPDU = ATTErrorCode(rawValue: 0x04)
     public static let insufficientAuthentication = ATTErrorCode(rawValue: 0x05)
+    public static let encryptionKeySizeTooShort = ATTErrorCode(rawValue: 0x0C)
+    public static let insufficientEncryption = ATTErrorCode(rawValue: 0x0F)
     public static let requestNotSupported = ATTErrorCode(rawValue: 0x06)
     public static let invalidOffset = ATTErrorCode(rawValue: 0x07)
     public static let attributeNotFound = ATTErrorCode(rawValue: 0x0A)

@@ -12,6 +12,7 @@ public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let hardwareFailure = HCIStatus(rawValue: 0x03)
     public static let pageTimeout = HCIStatus(rawValue: 0x04)
     public static let authenticationFailure = HCIStatus(rawValue: 0x05)
+    public static let pinOrKeyMissing = HCIStatus(rawValue: 0x06)
     public static let memoryFull = HCIStatus(rawValue: 0x07)
     public static let connectionTimeout = HCIStatus(rawValue: 0x08)
     public static let commandDisallowed = HCIStatus(rawValue: 0x0C)

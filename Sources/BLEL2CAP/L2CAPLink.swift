@@ -30,6 +30,10 @@ public final class L2CAPLink {
     /// Informational hooks.
     public var onConnectionParameterRequest: ((ConnectionParameters, Bool) -> Void)?
     public var onSMP: ((UInt8) -> Void)?
+    /// The Security Manager of this link: when set, it gets every SMP PDU
+    /// (CID 0x0006) and answers them itself; when nil, a Pairing Request or
+    /// Security Request is answered with Pairing Failed, Pairing Not Supported.
+    public var smpHandler: (([UInt8]) -> Void)?
 
     /// - Parameters:
     ///   - host: the HCI layer.
@@ -158,6 +162,7 @@ public final class L2CAPLink {
     private func handleSMP(_ payload: [UInt8]) {
         guard let code = payload.first else { return }
         onSMP?(code)
+        if let h = smpHandler { h(payload); return }
         if code == SMP.pairingRequest || code == SMP.securityRequest {
             send(cid: CID.smp, SMP.pairingFailed())
         }

@@ -1,0 +1,173 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BLEWire
+import BLETransport
+import BLESMP
+
+/// A stored bond: what pairing left behind for one peer, to encrypt later
+/// links without pairing again. Printing it never shows a key.
+public struct Bond: Hashable, Sendable, CustomStringConvertible {
+    /// The peer's identity address (its public or static random address, or
+    /// the address it paired from when it gave no identity).
+    public var identity: DeviceAddress
+    /// The key to encrypt with (LE Enable Encryption).
+    public var longTermKey: LongTermKey
+    /// The peer's Identity Resolving Key: recognises its resolvable private addresses.
+    public var irk: SMPSecret?
+    /// The address the peer last connected from.
+    public var lastAddress: DeviceAddress
+
+    /// A bond for `identity`.
+    public init(identity: DeviceAddress, longTermKey: LongTermKey, irk: SMPSecret?, lastAddress: DeviceAddress) {
+        self.identity = identity; self.longTermKey = longTermKey; self.irk = irk; self.lastAddress = lastAddress
+    }
+
+    public var description: String {
+        var parts = [identity.description, longTermKey.secureConnections ? "LE Secure Connections" : "LE legacy",
+                     longTermKey.authenticated ? "authenticated" : "unauthenticated (Just Works)", "key size \(longTermKey.keySize)"]
+        if irk != nil { parts.append("IRK") }
+        if lastAddress != identity { parts.append("last seen as \(lastAddress)") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// True when `address` is this peer: its identity, or a resolvable
+    /// private address its IRK resolves (Core Vol 6 Part B 1.3.2.3).
+    public func matches(_ address: DeviceAddress) -> Bool {
+        if address.address == identity.address && address.type.isRandom == identity.type.isRandom { return true }
+        guard let irk, address.type.isRandom, address.address.randomKind == "resolvable" else { return false }
+        let b = address.address.bytes // wire order: hash = bytes[0..<3], prand = bytes[3..<6]
+        guard let h = try? SMPCrypto.ah(irk: irk.bytes, prand: Array(b[3..<6])) else { return false }
+        return h == Array(b[0..<3])
+    }
+}
+
+/// Bonds kept on disk, one file per peer identity, under a directory of mode
+/// 0700; each file is mode 0600 and written atomically (a temporary file,
+/// fsync, rename). Keys are stored as hex because the file is the only place
+/// they live; nothing else ever prints them.
+///
+/// Default directory: `$XDG_STATE_HOME/attled/`, as root `/var/lib/attled/`,
+/// else `~/.local/state/attled/`.
+public struct BondStore: Sendable {
+    /// Where the bond files are.
+    public let directory: String
+
+    /// A store in `directory` (created on the first save).
+    public init(directory: String) { self.directory = directory }
+
+    /// The default directory for this process's environment.
+    public static func defaultDirectory(_ env: [String: String]) -> String {
+        if let x = env["XDG_STATE_HOME"], !x.isEmpty { return x + "/attled" }
+        if getuid() == 0 { return "/var/lib/attled" }
+        if let h = env["HOME"], !h.isEmpty { return h + "/.local/state/attled" }
+        return "/tmp/attled-state-\(getuid())"
+    }
+
+    func path(_ identity: DeviceAddress) -> String {
+        directory + "/bond-" + identity.address.description.split(separator: ":").joined(separator: "-") + "-" + (identity.type.isRandom ? "random" : "public")
+    }
+
+    /// Every bond in the store, in file name order; damaged files are skipped.
+    public func all() -> [Bond] {
+        guard let d = opendir(directory) else { return [] }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name.hasPrefix("bond-") && !name.contains(".tmp") { names.append(name) }
+        }
+        return names.sorted().compactMap { load(path: directory + "/" + $0) }
+    }
+
+    /// The bond for the peer at `address`: by identity, else by resolving a
+    /// private address with each stored IRK.
+    public func bond(for address: DeviceAddress) -> Bond? {
+        if let b = load(path: path(address)) { return b }
+        return all().first { $0.matches(address) }
+    }
+
+    /// Saves (or replaces) a bond.
+    /// - Throws: `RunFailure`-style `BondStoreError` naming the file and errno.
+    public func save(_ b: Bond) throws(BondStoreError) {
+        try makeDirectory()
+        var lines = ["attled-bond 1",
+                     "identity \(b.identity.address) \(b.identity.type.isRandom ? "random" : "public")",
+                     "address \(b.lastAddress.address) \(b.lastAddress.type.isRandom ? "random" : "public")",
+                     "ltk \(b.longTermKey.key.revealedHex) \(b.longTermKey.ediv) \(b.longTermKey.rand) \(b.longTermKey.secureConnections ? 1 : 0) \(b.longTermKey.authenticated ? 1 : 0) \(b.longTermKey.keySize)"]
+        if let irk = b.irk { lines.append("irk \(irk.revealedHex)") }
+        try writeAtomically(path(b.identity), Array((lines.joined(separator: "\n") + "\n").utf8))
+    }
+
+    /// Removes the bond of the peer at `address` (identity or resolved private address).
+    /// - Returns: the bond removed, nil when there was none.
+    @discardableResult
+    public func remove(_ address: DeviceAddress) -> Bond? {
+        guard let b = bond(for: address) else { return nil }
+        unlink(path(b.identity))
+        return b
+    }
+
+    // MARK: files
+
+    func load(path p: String) -> Bond? {
+        guard let raw = FileDescriptor.readFile(p, limit: 4096) else { return nil }
+        var identity: DeviceAddress?, last: DeviceAddress?, ltk: LongTermKey?, irk: SMPSecret?
+        let lines = String(decoding: raw, as: UTF8.self).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        guard lines.first == ["attled-bond", "1"] else { return nil }
+        func address(_ f: [String]) -> DeviceAddress? {
+            guard f.count == 3, let a = BDAddress(f[1]), f[2] == "random" || f[2] == "public" else { return nil }
+            return DeviceAddress(a, f[2] == "random" ? .random : .public)
+        }
+        func key(_ hex: String) -> SMPSecret? {
+            guard let v = Hex.parse(hex), v.count == 16 else { return nil }
+            return SMPSecret(v.reversed())
+        }
+        for f in lines.dropFirst() {
+            switch f.first {
+            case "identity": identity = address(f)
+            case "address": last = address(f)
+            case "ltk" where f.count == 7:
+                guard let k = key(f[1]), let ediv = UInt16(f[2]), let rand = UInt64(f[3]), let size = Int(f[6]), (7...16).contains(size) else { return nil }
+                ltk = LongTermKey(key: k, ediv: ediv, rand: rand, secureConnections: f[4] == "1", authenticated: f[5] == "1", keySize: size)
+            case "irk" where f.count == 2: irk = key(f[1])
+            default: return nil
+            }
+        }
+        guard let id = identity, let k = ltk else { return nil }
+        return Bond(identity: id, longTermKey: k, irk: irk, lastAddress: last ?? id)
+    }
+
+    func makeDirectory() throws(BondStoreError) {
+        var path = ""
+        let parts = directory.split(separator: "/")
+        for (i, part) in parts.enumerated() {
+            path += "/" + part
+            // Parents as usual; the store itself private to its owner.
+            if mkdir(path, i == parts.count - 1 ? 0o700 : 0o755) != 0 && errno != EEXIST {
+                throw BondStoreError(path: path, errno: errno)
+            }
+        }
+        if chmod(directory, 0o700) != 0 { throw BondStoreError(path: directory, errno: errno) }
+    }
+
+    func writeAtomically(_ p: String, _ bytes: [UInt8]) throws(BondStoreError) {
+        let tmp = p + ".tmp.\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw BondStoreError(path: tmp, errno: errno) }
+        let ok = FileDescriptor.writeAll(fd, bytes) && fsync(fd) == 0
+        let e = errno
+        close(fd)
+        guard ok else { unlink(tmp); throw BondStoreError(path: tmp, errno: e) }
+        guard rename(tmp, p) == 0 else { let e = errno; unlink(tmp); throw BondStoreError(path: p, errno: e) }
+    }
+}
+
+/// A bond file could not be written.
+public struct BondStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var path: String
+    public var errno: Int32
+    public var description: String {
+        "cannot store the bond in \(path): \(String(cString: strerror(errno))) (set XDG_STATE_HOME to a writable directory)"
+    }
+}

@@ -1,0 +1,145 @@
+import Attled
+
+/// When and how a run pairs or encrypts a link (issue: encrypted links):
+/// up front with `--pair` or with a stored bond; when the device answers an
+/// ATT request with Insufficient Authentication (0x05), Insufficient
+/// Encryption (0x0F) or Encryption Key Size Too Short (0x0C), then the
+/// request is retried once; and when the device sends a Security Request.
+/// A stored bond the device has forgotten is removed and the device paired
+/// with again, unless `--no-repair`.
+final class Securer {
+    let opts: Options
+    let store: BondStore?
+    let report: Report
+    private var inFlight: Future<Void>?
+
+    init(opts: Options, store: BondStore?, report: Report) {
+        self.opts = opts
+        self.store = store
+        self.report = report
+    }
+
+    /// An ATT error that encryption would cure.
+    static func needsSecurity(_ e: any Error) -> Bool {
+        guard case let ATTError.errorResponse(_, _, code) = e else { return false }
+        return code == .insufficientAuthentication || code == .insufficientEncryption || code == .encryptionKeySizeTooShort
+    }
+
+    /// Answers the peer's Security Requests on this link.
+    func attach(_ link: Link) {
+        link.security.onSecurityRequest = { [weak self, weak link] auth in
+            guard let self, let link else { return }
+            self.report.progress("the device sent a Security Request (\(auth))")
+            self.secure(link).whenComplete { r in
+                if case .failure(let e) = r { self.report.progress("answering the Security Request failed: \(e)") }
+            }
+        }
+    }
+
+    /// Security before anything else: `--pair`, or a stored bond.
+    func upFront(_ link: Link) -> Future<Void> {
+        if opts.pair == .always || store?.bond(for: link.peer) != nil { return secure(link) }
+        return .done
+    }
+
+    /// Runs `op`; when it fails for want of encryption, secures the link and
+    /// runs it once more (unless `--no-pair` and no bond: then a clear error).
+    func retrying<T>(_ link: Link, _ op: @escaping () -> Future<T>) -> Future<T> {
+        op().recover { [self] e -> Future<T> in
+            // Already encrypted: Just Works cannot give more (MITM, a longer key), so no retry.
+            guard Self.needsSecurity(e), link.isConnected, !link.security.isEncrypted else { throw e }
+            if opts.pair == .never && store?.bond(for: link.peer) == nil {
+                throw RunError("\(e): the device needs an encrypted link; drop --no-pair to pair with it", .security)
+            }
+            report.progress("\(e): encrypting")
+            return secure(link).flatMap { op() }
+        }
+    }
+
+    /// Encrypts the link: with the stored bond, else by pairing. Idempotent
+    /// while one is in progress.
+    func secure(_ link: Link) -> Future<Void> {
+        if link.security.isEncrypted { return .done }
+        if let f = inFlight, !f.isComplete { return f }
+        let f: Future<Void>
+        if let bond = store?.bond(for: link.peer) {
+            report.begin(.encrypt)
+            f = link.security.startEncryption(bond.longTermKey).map { [report] in
+                report.done("with the stored bond (\(bond.longTermKey.secureConnections ? "LE Secure Connections" : "LE legacy"), key size \(bond.longTermKey.keySize))")
+            }.recover { [self] e -> Future<Void> in
+                guard case SecurityError.keyMissing = e else { throw e }
+                report.end()
+                if opts.noRepair || opts.pair == .never {
+                    throw RunError("\(e); \(opts.noRepair ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(bond.identity.address)'", .security)
+                }
+                store?.remove(bond.identity)
+                report.progress("the device has forgotten the bond: removed it; pairing again")
+                return pair(link)
+            }
+        } else {
+            if opts.pair == .never {
+                return Future(error: RunError("the device needs pairing and --no-pair forbids it", .security))
+            }
+            f = pair(link)
+        }
+        inFlight = f
+        return f
+    }
+
+    /// Pairs and stores the bond when both sides bonded.
+    private func pair(_ link: Link) -> Future<Void> {
+        report.begin(.pair)
+        return link.security.startPairing().map { [self] r in
+            var stored = ""
+            if r.bonded, let k = r.longTermKey, let store {
+                let id = r.peerIdentity?.address ?? link.peer
+                do {
+                    try store.save(Bond(identity: id, longTermKey: k, irk: r.peerIdentity?.irk, lastAddress: link.peer))
+                    stored = "; bond stored for \(id)"
+                } catch {
+                    stored = "; bond NOT stored: \(error)"
+                }
+            }
+            report.done("\(r)\(stored)")
+        }
+    }
+}
+
+/// `attled bonds`: lists the stored bonds (never their keys), or removes one
+/// with `--remove ADDR` (an identity address, or a private address one of
+/// them resolves).
+func runBonds(_ opts: Options, environment: [String: String]) -> Int32 {
+    let store = BondStore(directory: BondStore.defaultDirectory(environment))
+    if let a = opts.removeBond {
+        // The type given, else either type.
+        let removed = store.remove(a) ?? store.remove(DeviceAddress(a.address, a.type.isRandom ? .public : .random))
+        guard let b = removed else {
+            Console.err("attled: error: no bond for \(a.address) in \(store.directory) ('attled bonds' lists them)")
+            return ExitCode.notFound.rawValue
+        }
+        if opts.json {
+            Console.out(JSON.object([("ok", .bool(true)), ("command", .string("bonds")), ("removed", .string(b.identity.address.description))]).text)
+        } else if !opts.quiet {
+            Console.err("attled: removed the bond with \(b.identity)")
+        }
+        return 0
+    }
+    let all = store.all()
+    if opts.json {
+        Console.out(JSON.object([("ok", .bool(true)), ("command", .string("bonds")), ("directory", .string(store.directory)),
+                                 ("bonds", .array(all.map { b in
+                                     .object([("identity", .string(b.identity.address.description)),
+                                              ("identity_type", .string(b.identity.type.description)),
+                                              ("last_address", .string(b.lastAddress.address.description)),
+                                              ("secure_connections", .bool(b.longTermKey.secureConnections)),
+                                              ("authenticated", .bool(b.longTermKey.authenticated)),
+                                              ("key_size", .int(b.longTermKey.keySize)),
+                                              ("irk", .bool(b.irk != nil))])
+                                 }))]).text)
+    } else if all.isEmpty {
+        Console.err("attled: no bonds in \(store.directory)")
+    } else {
+        for b in all { Console.out(b.description) }
+    }
+    return 0
+}
