@@ -33,6 +33,10 @@ struct GATTCache {
         var hash: [UInt8]?
         /// True once a run found that the device has no Database Hash.
         var noHash = false
+        /// Whether the LED characteristics need an encrypted link (found by
+        /// reading one back once, for devices written with Write Commands,
+        /// which a protected characteristic drops without an error); nil: not known.
+        var needsEncryption: Bool? = nil
     }
 
     let directory: String
@@ -55,7 +59,7 @@ struct GATTCache {
         guard let text = readFile(path(a)) else { return nil }
         var profile: String? = nil, service: Service? = nil
         var chars: [Characteristic] = []
-        var hashHandle: UInt16? = nil, hash: [UInt8]? = nil, noHash = false
+        var hashHandle: UInt16? = nil, hash: [UInt8]? = nil, noHash = false, needsEncryption: Bool? = nil
         let lines = text.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         guard lines.first == ["attled-gatt-cache", "1"] else { return nil }
         for f in lines.dropFirst() {
@@ -71,11 +75,12 @@ struct GATTCache {
                 guard let h = UInt16(f[1]), let v = Hex.parse(f[2]) else { return nil }
                 hashHandle = h; hash = v
             case "nohash": noHash = true
+            case "security" where f.count == 2 && (f[1] == "encrypted" || f[1] == "open"): needsEncryption = f[1] == "encrypted"
             default: return nil // unknown or damaged: ignore the whole entry
             }
         }
         guard let p = profile, let s = service, !chars.isEmpty else { return nil }
-        return Entry(profile: p, service: s, characteristics: chars, hashHandle: hashHandle, hash: hash, noHash: noHash)
+        return Entry(profile: p, service: s, characteristics: chars, hashHandle: hashHandle, hash: hash, noHash: noHash, needsEncryption: needsEncryption)
     }
 
     func save(_ a: DeviceAddress, _ e: Entry) {
@@ -85,6 +90,7 @@ struct GATTCache {
         }
         if let h = e.hashHandle, let v = e.hash { lines.append("hash \(h) \(Hex.string(v, separator: ""))") }
         if e.noHash { lines.append("nohash") }
+        if let n = e.needsEncryption { lines.append("security \(n ? "encrypted" : "open")") }
         writeFile(path(a), lines.joined(separator: "\n") + "\n")
     }
 

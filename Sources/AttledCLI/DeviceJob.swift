@@ -200,7 +200,45 @@ final class DeviceJob {
 
     /// Acts, securing the link and acting once more when the device asks for encryption.
     func act(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
-        securer.retrying(link) { [self] in actOnce(link, led) }
+        protectWriteCommands(link, led).flatMap { [self] in securer.retrying(link) { [self] in actOnce(link, led) } }
+    }
+
+    /// A Write Command to a characteristic that needs encryption is dropped
+    /// by the device without an error: a success that did not happen. So
+    /// before writing with Write Commands on a link that is not encrypted,
+    /// find out once per device whether the LED characteristics need
+    /// encryption (a Read of one of them: they are readable), remember it in
+    /// the cache, and secure the link first when they do.
+    func protectWriteCommands(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+        let written: [Characteristic]
+        switch opts.command {
+        case .set: written = led.rgb ?? []
+        case .send: written = led.command.map { [$0] } ?? []
+        default: written = []
+        }
+        guard !link.security.isEncrypted,
+              written.contains(where: { !$0.properties.contains(.write) && $0.properties.contains(.writeWithoutResponse) }) else { return .done }
+        let cache = resolver.cache
+        var entry = cache?.load(link.peer)
+        if let known = entry?.needsEncryption {
+            return known ? securer.secure(link) : .done
+        }
+        guard let probe = written.first(where: { $0.properties.contains(.read) }) else { return .done }
+        let record = { (needs: Bool) in
+            guard var e = entry, let c = cache else { return }
+            e.needsEncryption = needs
+            c.save(link.peer, e)
+            entry = e
+        }
+        return link.gatt.startRead(probe.valueHandle).map { _ in record(false) }.recover { [self] e -> Future<Void> in
+            guard Securer.needsSecurity(e) else { return .done } // unknown: write as before
+            record(true)
+            report.progress("the LED characteristics need an encrypted link (\(e)): a Write Command would be dropped")
+            if opts.pair == .never && securer.store?.bond(for: link.peer) == nil {
+                throw RunError("\(e): the device drops Write Commands until the link is encrypted; drop --no-pair to pair with it", .security)
+            }
+            return securer.secure(link)
+        }
     }
 
     private func actOnce(_ link: Link, _ led: ResolvedLED) -> Future<Void> {

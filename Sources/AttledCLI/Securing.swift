@@ -27,6 +27,8 @@ final class Securer {
 
     /// Answers the peer's Security Requests on this link.
     func attach(_ link: Link) {
+        // --no-pair without a bond: the link answers Pairing Failed, Pairing Not Supported.
+        if opts.pair == .never && store?.bond(for: link.peer) == nil { return }
         link.security.onSecurityRequest = { [weak self, weak link] auth in
             guard let self, let link else { return }
             self.report.progress("the device sent a Security Request (\(auth))")

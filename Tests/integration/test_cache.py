@@ -184,7 +184,7 @@ def test_particle_warm_run_has_no_requests_beyond_the_hash(world, tmp_path):
     w = world(devices=["CassarTech:particle"])
     args = ["-i", w.transport(), "--name", "CassarTech", "--trace"]
     cold = run_attled([*args, "--rgb", "1,0,0"], env=env)
-    assert cold.returncode == 0 and att_count(cold.stderr) <= 4  # discovery (3) + the Database Hash
+    assert cold.returncode == 0 and att_count(cold.stderr) <= 5  # discovery (3), the Database Hash, the protection probe
     run_attled([*args, "--rgb", "2,0,0"], env=env)
     warm = run_attled([*args, "--rgb", "3,0,0"], env=env)
     assert warm.returncode == 0, warm.stderr
