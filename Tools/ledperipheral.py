@@ -34,6 +34,16 @@ with the wrong opcode, send truncated or oversized PDUs, unsolicited Error
 Responses, notifications for undeclared handles, notification floods and
 indications, ask for a 23-byte MTU and request illegal connection parameters.
 
+Security options (``SECURITY_HELP``): ``secure=enc`` makes the LED
+characteristics (and the button CCCD) need an encrypted link (Bumble's
+READ/WRITE_REQUIRES_ENCRYPTION permissions: a Read or Write Request gets ATT
+Error 0x0F Insufficient Encryption, a Write Command is dropped silently with
+a ``write_dropped`` event); ``pairing=sc|legacy`` pairs Just Works with
+bonding, LE Secure Connections or legacy only; bonds are kept in an in-memory
+key store for the world's lifetime, so a central that comes back encrypts
+with its stored LTK; ``forget_bonds=N`` forgets them all when the N-th
+connection ends (the next encryption attempt gets status 0x06).
+
 Profile ``gattdb`` (Tools/gattdb.py, listed in OTHER_PROFILES) is a
 LedPeripheral subclass with a random GATT database built from a seed in place
 of an LED service; it shares the options, the ATT screen and the faults.
@@ -49,15 +59,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import random
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
-from bumble import att, hci, smp
+from bumble import att, hci, pairing, smp
 from bumble.device import Connection, Device, DeviceConfiguration
 from bumble.core import UUID
-from bumble.gatt import Characteristic, CharacteristicValue, Descriptor, Service
+from bumble.gatt import (
+    GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR, Characteristic, CharacteristicValue, Descriptor, Service,
+)
 from bumble.host import Host
+from bumble.keys import MemoryKeyStore
 
 logger = logging.getLogger("ledperipheral")
 
@@ -67,6 +82,17 @@ Props = Characteristic.Properties
 ATT_READ_NOT_PERMITTED = 0x02
 ATT_WRITE_NOT_PERMITTED = 0x03
 ATT_INVALID_ATTRIBUTE_VALUE_LENGTH = 0x0D
+ATT_INSUFFICIENT_ENCRYPTION = 0x0F
+
+# Attribute permissions of a characteristic / CCCD with secure=enc.
+ENCRYPTION_REQUIRED = (
+    att.Attribute.Permissions.READ_REQUIRES_ENCRYPTION | att.Attribute.Permissions.WRITE_REQUIRES_ENCRYPTION
+)
+
+# SMP AuthReq bits (Core Vol 3, Part H, 3.5.1).
+AUTHREQ_BONDING = 0x01
+AUTHREQ_SC = 0x08
+SMP_PAIRING_REQUEST = 0x01
 
 # ATT opcodes screened here.
 OP_READ_REQUEST = 0x0A
@@ -253,6 +279,33 @@ conn_update_params=IMIN,IMAX,LAT,TO (e.g. 4,2,600,5: illegal),
 security_request=1 (SMP Security Request on connect).
 """
 
+SECURITY_HELP = """\
+Security options (device keys):
+  secure=enc            the LED characteristics (red/green/blue, command,
+                        button) and the button's CCCD need an encrypted link
+                        (READ/WRITE_REQUIRES_ENCRYPTION): unencrypted, a Read
+                        or Write Request gets ATT Error 0x0F Insufficient
+                        Encryption ("read_rejected" / "rejected"), a Write
+                        Command is dropped without a word ("write_dropped"),
+                        as real firmware does.  secure=auth is refused: Just
+                        Works gives no MITM protection.
+  pairing=sc|legacy     how the peer pairs (always Just Works, IO capability
+                        NoInputNoOutput, bonding): sc (default) LE Secure
+                        Connections, legacy (Secure Connections off) legacy
+                        pairing.  The peer distributes its identity (IRK and
+                        static address) and, legacy, its LTK with a random
+                        EDIV/Rand; it accepts the central's identity.
+  forget_bonds=N        when the N-th connection ends, forget every bond: the
+                        central's next LE Enable Encryption gets a negative LTK
+                        reply (Encryption Change status 0x06 PIN or Key Missing)
+  security_request=1    send an SMP Security Request on connect (AuthReq:
+                        Bonding, plus SC with pairing=sc)
+Bonds live in an in-memory key store for the world's lifetime.  Events:
+pairing {result: complete, sc, bonded, identity, irk} | {result: failed, reason},
+encryption {enabled, status, key_size, during_pairing}, ltk_request {found,
+source: pairing|bond|none, ediv, rand}, bonds_forgotten {count}, write_dropped.
+"""
+
 
 @dataclasses.dataclass(frozen=True)
 class Fault:
@@ -318,12 +371,16 @@ class PeripheralOptions:
     conn_update_params: tuple[int, int, int, int] | None = None  # raw units; None = 24,40,0,400
     mtu: int | None = None  # server ATT_MTU limit, and the peer's own Exchange MTU Request
     gatt_service: bool = True  # hash=0: no Generic Attribute service (no Database Hash, no Service Changed)
+    secure: str = "none"  # "enc": the LED characteristics (and the CCCD) need an encrypted link
+    pairing: str = "sc"  # "sc": LE Secure Connections Just Works | "legacy": legacy Just Works only
+    forget_bonds: int = 0  # forget every bond when the N-th connection ends (0: never)
     faults: list[Fault] = dataclasses.field(default_factory=list)
     profile_options: dict[str, str] = dataclasses.field(default_factory=dict)  # OTHER_PROFILES keys
 
     KEYS = (
         "interval", "addr", "name_in", "short", "conn_update", "conn_update_delay",
         "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash",
+        "secure", "pairing", "forget_bonds",
         *(f"fault_{kind}" for kind in FAULT_KINDS),
     )
 
@@ -343,6 +400,13 @@ class PeripheralOptions:
         N as soon as connected), hash=0 (no Generic Attribute service: no
         Database Hash and no Service Changed, as on many small devices),
         fault_KIND=TRIGGER[/ARG] (see FAULT_HELP).
+
+        Security keys (see SECURITY_HELP): secure=enc|none (enc: the LED
+        characteristics' values and the button CCCD need an encrypted link;
+        secure=auth is refused, Just Works cannot give MITM protection),
+        pairing=sc|legacy (default sc: LE Secure Connections Just Works with
+        bonding; legacy: legacy Just Works only, with bonding),
+        forget_bonds=N (forget every bond when the N-th connection ends).
         Options are separated by commas; ``init=R,G,B`` and ``addr=..`` are
         recognised even though they contain commas / colons.
         """
@@ -406,6 +470,24 @@ class PeripheralOptions:
                 if value not in ("0", "1"):
                     raise ValueError(f"hash must be 0 or 1, not {value!r}")
                 opts.gatt_service = value == "1"
+            elif key == "secure":
+                if value == "auth":
+                    raise ValueError("secure=auth is not supported: it needs MITM protection, and this "
+                                     "peer only pairs with Just Works (NoInputNoOutput); use secure=enc")
+                if value not in ("enc", "none"):
+                    raise ValueError(f"secure must be enc or none, not {value!r}")
+                opts.secure = value
+            elif key == "pairing":
+                if value not in ("sc", "legacy"):
+                    raise ValueError(f"pairing must be sc or legacy, not {value!r}")
+                opts.pairing = value
+            elif key == "forget_bonds":
+                try:
+                    opts.forget_bonds = int(value)
+                except ValueError:
+                    opts.forget_bonds = -1
+                if opts.forget_bonds < 1:
+                    raise ValueError(f"forget_bonds must be a connection number >= 1, not {value!r}")
             elif key == "mtu":
                 opts.mtu = int(value, 0)
                 if not 23 <= opts.mtu <= 517:
@@ -427,6 +509,8 @@ class PeripheralOptions:
         if opts.notify_every_ms and profile != "harness":
             raise ValueError("notify_every is only for the harness profile")
         if profile in OTHER_PROFILES:
+            if opts.secure != "none":
+                raise ValueError(f"secure= is for the LED profiles, not {profile!r}")
             other_profile(profile).check_options(opts)
         return opts
 
@@ -467,6 +551,29 @@ def build_advertising_data(opts: PeripheralOptions) -> bytes:
 # -----------------------------------------------------------------------------
 # The peripheral
 # -----------------------------------------------------------------------------
+class PeerSmpSession(smp.Session):
+    """Bumble's SMP session with a random EDIV/Rand for the legacy LTK.
+
+    Bumble 0.0.236 distributes its legacy LTK with EDIV 0 and Rand 0 (its
+    ltk_ediv/ltk_rand are never drawn), the values that also name the STK
+    during pairing.  Real firmware draws them, so a central that stores or
+    sends them wrongly must fail here too: they are drawn per session, and
+    the STK is looked up by the zero EDIV/Rand of pairing-time encryption.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ltk_ediv = random.randint(1, 0xFFFF)
+        self.ltk_rand = os.urandom(8)
+
+    def get_long_term_key(self, rand: bytes, ediv: int) -> bytes | None:
+        if self.sc:
+            return self.ltk  # None until the DHKey Check
+        if not self.completed:
+            return self.stk if (rand, ediv) == (bytes(8), 0) else None
+        return self.ltk if (rand, ediv) == (self.ltk_rand, self.ltk_ediv) else None
+
+
 def make_peripheral(opts: PeripheralOptions, emit: Emit) -> LedPeripheral:
     """The peripheral for ``opts.profile``: a LedPeripheral, or the subclass of an OTHER_PROFILES module."""
     if opts.profile in OTHER_PROFILES:
@@ -487,7 +594,8 @@ class LedPeripheral:
     * ``write``         {char, uuid, handle, value: hex, op: request|command|execute}
     * ``rejected``      {char, uuid, handle, value: hex, op, error: int, responded: bool}
     * ``read``          {char, uuid, handle, value: hex}
-    * ``read_rejected`` {char, uuid, handle, error}
+    * ``read_rejected`` {char, uuid, handle, error[, reason]}  error 0x02, or
+                        0x0F "insufficient encryption" (secure=enc)
     * ``state``         RGB: {profile, rgb: [r,g,b]};
                         harness: {profile, buttons: [b1,b2], commands: [...]}
     * ``subscribed``    {char, notify: bool, indicate: bool}  CCCD written
@@ -502,6 +610,21 @@ class LedPeripheral:
     * ``conn_params``   {interval_ms, latency, timeout_ms} after an LE
                         Connection Update Complete
     * ``security_request`` {auth_req}  SMP Security Request sent
+    * ``pairing``       {result: "complete", sc, bonded, identity, irk} (the
+                        central's identity address, and whether it sent an
+                        IRK) or {result: "failed", reason: SMP reason}
+    * ``encryption``    {enabled, status, key_size, during_pairing} every
+                        Encryption Change (status 0) or failure reported to
+                        this peer's host
+    * ``ltk_request``   {found, source: pairing|bond|none, ediv, rand: hex}
+                        the controller's LE Long Term Key Request; found
+                        false means a negative reply (the central sees
+                        Encryption Change status 0x06)
+    * ``bonds_forgotten`` {count}  forget_bonds=N: emitted before the N-th
+                        ``disconnected``
+    * ``write_dropped`` {char, uuid, handle, value, op, reason}  a Write
+                        Command to a characteristic / CCCD needing encryption
+                        on an unencrypted link (secure=enc), dropped silently
     * ``smp``           {code: int, pdu: hex}  every SMP PDU received
     * ``fault``         {kind, request, nth, ...}  a fault option was applied
                         (see FAULT_HELP); extra fields per kind: pdu (hex
@@ -542,6 +665,11 @@ class LedPeripheral:
         self._mutation: tuple[Fault, int] | None = None  # (fault, ATT_MTU to restore)
         self._indication: tuple[int, float, asyncio.TimerHandle] | None = None
 
+        # Security: connections so far (forget_bonds counts them), and the
+        # AuthReq of the central's Pairing Request on the current connection.
+        self._connection_count = 0
+        self._peer_auth_req: int | None = None
+
     # -- events ---------------------------------------------------------------
     def emit(self, event: str, **fields: Any) -> None:
         self._emit({"event": event, "device": self.opts.name, **fields})
@@ -575,6 +703,11 @@ class LedPeripheral:
                               for f in self.opts.faults]
         if self.opts.mtu:
             info["mtu"] = self.opts.mtu
+        if self.opts.secure != "none" or self.opts.pairing != "sc" or self.opts.forget_bonds:
+            info["secure"] = self.opts.secure
+            info["pairing"] = self.opts.pairing
+            if self.opts.forget_bonds:
+                info["forget_bonds"] = self.opts.forget_bonds
         return info
 
     def _spawn(self, coro) -> None:
@@ -598,6 +731,7 @@ class LedPeripheral:
             device.gatt_server.max_mtu = self.opts.mtu
 
         self._install_att_screen(device)
+        self._install_security(device, host)
         self._install_smp_observer(device)
         self._install_signal_observer(device)
         device.on(Device.EVENT_CONNECTION, self._on_connection)
@@ -611,6 +745,13 @@ class LedPeripheral:
         for spec in self.spec.chars:
             ch = self.chars[spec.role]
             self._by_handle[ch.handle] = (spec, ch)
+        if self.opts.secure == "enc":
+            # Bumble adds the CCCD itself (READABLE|WRITEABLE): protect it too.
+            for attribute in device.gatt_server.attributes:
+                if (isinstance(attribute, Descriptor)
+                        and attribute.type == GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR
+                        and self._led_service_range[0] <= attribute.handle <= self._led_service_range[1]):
+                    attribute.permissions |= ENCRYPTION_REQUIRED
 
     def _build_service(self) -> Service:
         chars = []
@@ -619,15 +760,19 @@ class LedPeripheral:
                 read=lambda conn, role=spec.role: self._read_value(role),
                 write=lambda conn, value, role=spec.role: self._execute_write(role, value),
             )
-            ch = Characteristic(
-                spec.uuid,
-                spec.properties,
-                Characteristic.READABLE | Characteristic.WRITEABLE,
-                value,
-            )
+            permissions = Characteristic.READABLE | Characteristic.WRITEABLE
+            if self.opts.secure == "enc":
+                permissions |= ENCRYPTION_REQUIRED
+            ch = Characteristic(spec.uuid, spec.properties, permissions, value)
             self.chars[spec.role] = ch
             chars.append(ch)
-        return Service(self.spec.service_uuid, chars)
+        service = Service(self.spec.service_uuid, chars)
+        self._led_service = service
+        return service
+
+    @property
+    def _led_service_range(self) -> tuple[int, int]:
+        return self._led_service.handle, self._led_service.end_group_handle
 
     # -- life cycle -----------------------------------------------------------
     async def start(self) -> None:
@@ -674,6 +819,8 @@ class LedPeripheral:
         self.connection = connection
         self._request_counts.clear()
         self._mutation = None
+        self._connection_count += 1
+        self._peer_auth_req = None
         self.emit(
             "connected",
             peer=str(connection.peer_address).split("/")[0],
@@ -681,6 +828,7 @@ class LedPeripheral:
             handle=connection.handle,
         )
         connection.on(Connection.EVENT_DISCONNECTION, lambda reason: self._on_disconnection(connection, reason))
+        self._watch_security(connection)
         connection.on(
             Connection.EVENT_CONNECTION_ATT_MTU_UPDATE,
             lambda *_: self.emit("mtu", mtu=connection.att_mtu),
@@ -711,6 +859,8 @@ class LedPeripheral:
             timer.cancel()
             self._indication = None
             self.emit("indication_unconfirmed", handle=handle, disconnected=True)
+        if self.opts.forget_bonds and self._connection_count == self.opts.forget_bonds:
+            self.forget_bonds()
         self.emit("disconnected", reason=int(reason))
         if not self._stopping:
             # Real firmware advertises again as soon as the link is gone.
@@ -718,8 +868,10 @@ class LedPeripheral:
 
     async def _send_security_request(self, connection: Connection) -> None:
         assert self.device is not None
-        self.device.request_pairing(connection)
-        self.emit("security_request")
+        self.device.request_pairing(connection)  # AuthReq from _pairing_config
+        config = self._pairing_config(connection)
+        auth_req = smp.AuthReq.from_booleans(bonding=config.bonding, sc=config.sc, mitm=config.mitm)
+        self.emit("security_request", auth_req=int(auth_req))
 
     async def _request_conn_update(self, connection: Connection) -> None:
         assert self.device is not None
@@ -797,6 +949,119 @@ class LedPeripheral:
                 self.emit("notify", char="button", handle=button.handle, value=value.hex(),
                           subscribed=True, periodic=True)
 
+    # -- security (SMP, bonds, LTK requests) -------------------------------------
+    def _pairing_config(self, connection: Connection | None = None) -> pairing.PairingConfig:
+        """Just Works (NoInputNoOutput) with bonding; SC or legacy per pairing=.
+
+        Both sides' keys are asked for and given: the peer's IRK + identity
+        (its static random address) and, legacy, its LTK/EDIV/Rand; the
+        central's IRK + identity and, legacy, its LTK.
+        """
+        keys = (pairing.PairingDelegate.KeyDistribution.DISTRIBUTE_ENCRYPTION_KEY
+                | pairing.PairingDelegate.KeyDistribution.DISTRIBUTE_IDENTITY_KEY)
+        return pairing.PairingConfig(
+            sc=self.opts.pairing == "sc",
+            mitm=False,
+            bonding=True,
+            delegate=pairing.PairingDelegate(
+                io_capability=pairing.PairingDelegate.IoCapability.NO_OUTPUT_NO_INPUT,
+                local_initiator_key_distribution=keys,
+                local_responder_key_distribution=keys,
+            ),
+            identity_address_type=pairing.PairingConfig.AddressType.RANDOM,
+        )
+
+    def _install_security(self, device: Device, host: Host) -> None:
+        # An in-memory key store of our own (for the world's lifetime): the
+        # bonds, looked up by the central's (identity) address.
+        device.keystore = MemoryKeyStore()
+        device.pairing_config_factory = self._pairing_config
+        device.smp_session_proxy = PeerSmpSession
+        # Device sets host.long_term_key_provider = device.get_long_term_key;
+        # ours answers from the SMP session or the bond and reports it.
+        host.long_term_key_provider = self._long_term_key
+
+    async def _long_term_key(self, handle: int, rand: bytes, ediv: int) -> bytes | None:
+        """The LE Long Term Key Request: the key, or None for a negative reply.
+
+        Bumble's own provider answers a legacy bond with ltk_peripheral (the
+        LTK the *central* distributed, or b"" when it sent none) where the
+        peripheral must use the LTK it distributed itself; here a bond's
+        legacy LTK is the one we gave, matched by EDIV and Rand, and an SC
+        LTK is used with EDIV 0 / Rand 0 only.
+        """
+        assert self.device is not None and self.device.keystore is not None
+        connection = self.device.lookup_connection(handle)
+        ltk: bytes | None = None
+        source = "none"
+        if connection is not None:
+            session = self.device.smp_manager.sessions.get(handle)
+            if session is not None and not session.completed:
+                ltk = session.get_long_term_key(rand, ediv)
+                source = "pairing" if ltk else source
+            if ltk is None:
+                keys = await self.device.keystore.get(str(connection.peer_address))
+                if keys is not None:
+                    if keys.ltk is not None and (rand, ediv) == (bytes(8), 0):
+                        ltk = keys.ltk.value
+                    elif keys.ltk_central is not None and (keys.ltk_central.rand, keys.ltk_central.ediv) == (rand, ediv):
+                        ltk = keys.ltk_central.value  # the one we distributed (Bumble's naming)
+                    source = "bond" if ltk else source
+        self.emit("ltk_request", found=ltk is not None, source=source, ediv=ediv, rand=rand.hex())
+        return ltk
+
+    def _during_pairing(self, connection: Connection) -> bool:
+        assert self.device is not None
+        session = self.device.smp_manager.sessions.get(connection.handle)
+        return session is not None and not session.completed
+
+    def _watch_security(self, connection: Connection) -> None:
+        def on_encryption_change() -> None:
+            self.emit("encryption", enabled=bool(connection.encryption), status=0,
+                      key_size=connection.encryption_key_size, during_pairing=self._during_pairing(connection))
+
+        def on_encryption_failure(error: int) -> None:
+            self.emit("encryption", enabled=False, status=int(error), key_size=0,
+                      during_pairing=self._during_pairing(connection))
+
+        def on_pairing(keys) -> None:
+            auth_req = self._peer_auth_req or 0
+            bonded = bool(auth_req & AUTHREQ_BONDING)  # and ours (always bonding)
+            identity = str(connection.peer_address).split("/")[0]
+            fields = dict(result="complete", sc=bool(connection.sc), bonded=bonded, identity=identity,
+                          irk=keys.irk is not None)
+            if bonded:
+                self.emit("pairing", **fields)
+                return
+
+            # Bumble stores the keys whatever the Bonding flags said; a device
+            # that did not bond keeps nothing.
+            async def drop() -> None:
+                assert self.device is not None and self.device.keystore is not None
+                await self.device.keystore.delete(str(connection.peer_address))
+                self.emit("pairing", **fields)
+
+            self._spawn(drop())
+
+        def on_pairing_failure(reason: int) -> None:
+            self.emit("pairing", result="failed", reason=int(reason))
+
+        connection.on(Connection.EVENT_CONNECTION_ENCRYPTION_CHANGE, on_encryption_change)
+        connection.on(Connection.EVENT_CONNECTION_ENCRYPTION_FAILURE, on_encryption_failure)
+        connection.on(Connection.EVENT_PAIRING, on_pairing)
+        connection.on(Connection.EVENT_PAIRING_FAILURE, on_pairing_failure)
+
+    def forget_bonds(self) -> int:
+        """Forget every bond now (synchronously); returns how many there were."""
+        assert self.device is not None
+        keystore = self.device.keystore
+        assert isinstance(keystore, MemoryKeyStore)
+        count = len(keystore.all_keys)
+        keystore.all_keys.clear()
+        self.device.address_resolver = smp.AddressResolver([])
+        self.emit("bonds_forgotten", count=count)
+        return count
+
     # -- observers -------------------------------------------------------------
     def _install_smp_observer(self, device: Device) -> None:
         channels = device.l2cap_channel_manager.fixed_channels
@@ -804,6 +1069,8 @@ class LedPeripheral:
 
         def observe(connection, pdu: bytes) -> None:
             self.emit("smp", code=pdu[0] if pdu else -1, pdu=pdu.hex())
+            if len(pdu) >= 4 and pdu[0] == SMP_PAIRING_REQUEST:
+                self._peer_auth_req = pdu[3]
             inner(connection, pdu)
 
         channels[smp.SMP_CID] = observe
@@ -1053,7 +1320,28 @@ class LedPeripheral:
                 error=ATT_READ_NOT_PERMITTED,
             )
             return False
+        if attribute is not None and self._needs_encryption(attribute, bearer, read=True):
+            # Bumble's server answers this one itself (Attribute.read_value):
+            # ATT Error 0x0F Insufficient Encryption.
+            entry = self._by_handle.get(handle)
+            self.emit(
+                "read_rejected",
+                char=entry[0].role if entry else type(attribute).__name__,
+                uuid=str(attribute.type).lower(),
+                handle=handle,
+                error=ATT_INSUFFICIENT_ENCRYPTION,
+                reason="insufficient encryption",
+            )
         return True
+
+    @staticmethod
+    def _needs_encryption(attribute, bearer, read: bool) -> bool:
+        """True if ``attribute`` needs an encrypted link for this access and the link is not."""
+        flag = att.Attribute.READ_REQUIRES_ENCRYPTION if read else att.Attribute.WRITE_REQUIRES_ENCRYPTION
+        if not (getattr(attribute, "permissions", 0) & flag):
+            return False
+        connection = getattr(bearer, "connection", bearer)  # an EATT bearer has .connection
+        return not getattr(connection, "encryption", 0)
 
     def _screen_write(self, server, bearer, pdu, op: int) -> bool:
         handle = pdu.attribute_handle
@@ -1071,6 +1359,21 @@ class LedPeripheral:
 
         entry = self._by_handle.get(handle)
         role = entry[0].role if entry else None
+
+        def drop_unencrypted() -> bool:
+            """secure=enc, link not encrypted: a request gets 0x0F, a command is dropped."""
+            if is_request:
+                return reject(ATT_INSUFFICIENT_ENCRYPTION, "insufficient encryption")
+            self.emit(
+                "write_dropped",
+                char=role or type(attribute).__name__,
+                uuid=str(attribute.type).lower(),
+                handle=handle,
+                value=value.hex(),
+                op=op_name,
+                reason="insufficient encryption",
+            )
+            return False
 
         def reject(error: int, why: str) -> bool:
             if is_request:
@@ -1101,6 +1404,8 @@ class LedPeripheral:
         elif isinstance(attribute, Descriptor):
             if not (attribute.permissions & att.Attribute.Permissions.WRITEABLE):
                 return reject(ATT_WRITE_NOT_PERMITTED, "descriptor is not writable")
+            if self._needs_encryption(attribute, bearer, read=False):
+                return drop_unencrypted()
             return True
         else:
             # Service / include / characteristic declarations are read-only.
@@ -1108,6 +1413,8 @@ class LedPeripheral:
 
         if entry is None:
             return True  # a standard characteristic (GAP/GATT service): Bumble's job
+        if self._needs_encryption(attribute, bearer, read=False):
+            return drop_unencrypted()
 
         # 2. Our one-byte characteristics: handle Write Request / Command here.
         if op == OP_PREPARE_WRITE_REQUEST:

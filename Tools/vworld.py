@@ -36,7 +36,8 @@ flushed.  Each line has "event" and "t" (seconds since start).  Main events:
    "commands":[...]}
   plus advertising, att, mtu, read, read_rejected, subscribed, notify,
   conn_update, conn_update_response, conn_update_timeout, conn_params,
-  l2cap_signal, security_request, smp, h4_error, exit (see
+  l2cap_signal, security_request, smp, pairing, encryption, ltk_request,
+  bonds_forgotten, write_dropped, h4_error, exit (see
   ledperipheral.LedPeripheral).
 
 Controller faults (``--host-fault``, see HOST_FAULT_HELP) make the host
@@ -46,7 +47,10 @@ reads commands from stdin, one per line, to inject faults mid-run (a Hardware
 Error, the host's transport closed); see STDIN_HELP.
 
 Peripheral faults (``--device NAME:PROFILE:fault_KIND=...``) are described in
-ledperipheral.FAULT_HELP (also printed by --help).
+ledperipheral.FAULT_HELP (also printed by --help).  Security options
+(``secure=enc``, ``pairing=sc|legacy``, ``forget_bonds=N``; events pairing,
+encryption, ltk_request, bonds_forgotten, write_dropped) are described in
+ledperipheral.SECURITY_HELP (also printed by --help).
 
 SIGTERM / SIGINT end it cleanly (exit 0); with --exit-on-stdin-eof it also
 ends when stdin closes; --lifetime SEC is a hard upper bound on its life.
@@ -78,7 +82,7 @@ from bumble.transport import open_transport  # noqa: E402
 from bumble.transport.common import AsyncPipeSink, PacketParser  # noqa: E402
 
 from ledperipheral import (  # noqa: E402
-    FAULT_HELP, LedPeripheral, PeripheralOptions, build_advertising_data, make_peripheral,
+    FAULT_HELP, SECURITY_HELP, LedPeripheral, PeripheralOptions, build_advertising_data, make_peripheral,
 )
 
 logger = logging.getLogger("vworld")
@@ -535,8 +539,9 @@ def parse_args(argv=None):
         epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N\n"
         "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B\n"
         "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n"
+        "secure=enc pairing=sc|legacy forget_bonds=N (see below)\n"
         "gattdb profile: seed=N last_ffff=1 (see Tools/gattdb.py)\n\n"
-        + FAULT_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP,
+        + FAULT_HELP + "\n" + SECURITY_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", action="append", default=[], metavar="SPEC",
