@@ -122,6 +122,7 @@ public final class LinkSecurity {
         pairing?.fail(SecurityError.disconnected)
         encrypting?.fail(SecurityError.disconnected)
         encryptionWaiter = nil
+        if let t = encryptionTimer { host.cancel(t); encryptionTimer = nil }
     }
 
     // MARK: SMP
@@ -194,12 +195,27 @@ public final class LinkSecurity {
 
     private var encryptionWaiter: ((HCIStatus) -> Void)?
     private var pendingKey: LongTermKey?
+    private var encryptionTimer: HostToken?
+    /// How long LE Enable Encryption may take before it is given up (a
+    /// controller that never reports the Encryption Change). A wrong key
+    /// usually ends the link instead (0x3D MIC Failure).
+    public var encryptionTimeoutMs = 5_000
 
     /// Sends LE Enable Encryption; `done` gets the status of its Encryption
     /// Change (or of a rejected command).
     private func enableEncryption(_ key: LongTermKey, _ done: @escaping (HCIStatus) -> Void) {
-        encryptionWaiter = done
+        encryptionWaiter = { [weak self] status in
+            if let self, let t = self.encryptionTimer { self.host.cancel(t); self.encryptionTimer = nil }
+            done(status)
+        }
         pendingKey = key
+        encryptionTimer = host.schedule(afterMs: encryptionTimeoutMs) { [weak self] in
+            guard let self, let w = self.encryptionWaiter else { return }
+            self.encryptionTimer = nil
+            self.encryptionWaiter = nil
+            self.pendingKey = nil
+            w(.connectionTimeout)
+        }
         let cmd = HCICommand.leEnableEncryption(handle: handle, rand: key.rand, ediv: key.ediv, ltk: key.key.bytes)
         host.submit(cmd).whenComplete { [weak self] r in
             guard case .failure(let e) = r, let self, let w = self.encryptionWaiter else { return }

@@ -1,0 +1,200 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import BLEWire
+@testable import BLETransport
+@testable import BLEHCI
+@testable import BLEL2CAP
+@testable import BLEATT
+@testable import BLESMP
+@testable import Attled
+
+@Suite("HCI encryption commands and events")
+struct EncryptionHCITests {
+    @Test("LE Enable Encryption: handle, Rand, EDIV and the LTK, least significant octet first (7.8.24)")
+    func enableEncryption() {
+        let ltk = (1...16).map { UInt8($0) }
+        let c = HCICommand.leEnableEncryption(handle: 0x0040, rand: 0x0102030405060708, ediv: 0xBEEF, ltk: ltk)
+        #expect(Hex.string(c.packet.h4) == "01 19 20 1c 40 00 08 07 06 05 04 03 02 01 ef be 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10")
+        // A wrong-length key is padded/cut, never a trap.
+        #expect(HCICommand.leEnableEncryption(handle: 1, rand: 0, ediv: 0, ltk: [1]).parameters.count == 28)
+        #expect(HCICommand.leEnableEncryption(handle: 1, rand: 0, ediv: 0, ltk: [UInt8](repeating: 9, count: 40)).parameters.count == 28)
+    }
+
+    @Test("Encryption Change and Encryption Key Refresh Complete decode; malformed ones are not encryption changes")
+    func events() throws {
+        let on = try HCIEvent.decode(hex("08 04 00 01 00 01"))
+        #expect(on.encryptionChange == EncryptionChange(status: .success, handle: 1, enabled: true, isRefresh: false))
+        let missing = try HCIEvent.decode(hex("08 04 06 01 00 00"))
+        #expect(missing.encryptionChange?.status == .pinOrKeyMissing && missing.encryptionChange?.enabled == false)
+        let refresh = try HCIEvent.decode(hex("30 03 00 02 00"))
+        #expect(refresh.encryptionChange == EncryptionChange(status: .success, handle: 2, enabled: true, isRefresh: true))
+        #expect(try HCIEvent.decode(hex("08 03 00 01 00")).encryptionChange == nil)
+        #expect(try HCIEvent.decode(hex("08 05 00 01 00 01 07")).encryptionChange == nil)
+        #expect(try HCIEvent.decode(hex("05 04 00 01 00 13")).encryptionChange == nil)
+    }
+}
+
+@Suite("LinkSecurity: LE Enable Encryption and SMP on a scripted link")
+struct LinkSecurityTests {
+    static let key = LongTermKey(key: SMPSecret((1...16).map { UInt8($0) }), ediv: 0x1234, rand: 7, secureConnections: false)
+    static let central = DeviceAddress(BDAddress("F0:F1:F2:F3:F4:01")!, .public)
+    static let peer = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+
+    func fixture() -> (BearerFixture, LinkSecurity) {
+        let f = BearerFixture()
+        return (f, LinkSecurity(host: f.host, l2cap: f.link, initiator: Self.central, responder: Self.peer))
+    }
+
+    static var enableCommand: HCIPacket {
+        HCICommand.leEnableEncryption(handle: ACL.handle, rand: key.rand, ediv: key.ediv, ltk: key.key.bytes).packet
+    }
+
+    @Test("a stored key: Command Status, then Encryption Change on: encrypted")
+    func encrypts() throws {
+        let (f, sec) = fixture()
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), h4("04 08 04 00 01 00 01")])
+        try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000))
+        #expect(sec.isEncrypted && sec.currentKey == Self.key)
+        f.verifyScriptDone()
+    }
+
+    @Test("the peer has no such key: 0x06 is keyMissing (the bond is stale)")
+    func keyMissing() {
+        let (f, sec) = fixture()
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), h4("04 08 04 06 01 00 00")])
+        #expect(throws: SecurityError.keyMissing) { try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000)) }
+        #expect(!sec.isEncrypted)
+    }
+
+    @Test("a rejected command fails with its status; a missing Encryption Change times out")
+    func rejectedAndSilent() {
+        let (f, sec) = fixture()
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption, 0x0C)])
+        #expect(throws: SecurityError.encryption(.commandDisallowed)) {
+            try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000))
+        }
+        let (g, sec2) = fixture()
+        sec2.encryptionTimeoutMs = 50
+        g.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption)])
+        #expect(throws: SecurityError.encryption(.connectionTimeout)) {
+            try g.host.wait(sec2.startEncryption(Self.key), until: Instant.now().adding(ms: 2000))
+        }
+    }
+
+    @Test("the link going down fails a pending encryption")
+    func disconnect() {
+        let (f, sec) = fixture()
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), Ev.disconnected(handle: ACL.handle, reason: 0x3D)])
+        f.link.onClose = { _ in sec.linkClosed() }
+        #expect(throws: SecurityError.disconnected) { try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000)) }
+    }
+
+    @Test("a Security Request with no handler is answered Pairing Failed, Pairing Not Supported; with one, handed over")
+    func securityRequest() throws {
+        let (f, sec) = fixture()
+        f.ctl.expect(ACL.out(cid: CID.smp, [0x05, 0x05]))
+        f.ctl.deliver(ACL.in(cid: CID.smp, [0x0B, 0x09]))
+        try f.drain()
+        f.verifyScriptDone()
+        var asked: [AuthReq] = []
+        sec.onSecurityRequest = { asked.append($0) }
+        f.ctl.deliver(ACL.in(cid: CID.smp, [0x0B, 0x09]))
+        try f.drain()
+        #expect(asked == [[.bonding, .secureConnections]])
+        f.verifyScriptDone()
+    }
+
+    @Test("pairing sends the Pairing Request on CID 6; the peer's Pairing Failed fails it with the reason")
+    func pairingFailed() {
+        let (f, sec) = fixture()
+        // NoInputNoOutput, no OOB, Bonding|SC, 16 bytes, we offer no keys, we ask EncKey|IdKey.
+        f.ctl.expect(ACL.out(cid: CID.smp, hex("01 03 00 09 10 00 03")), reply: [ACL.in(cid: CID.smp, [0x05, 0x05])])
+        #expect(throws: SecurityError.pairing(.peer(.pairingNotSupported))) {
+            try f.host.wait(sec.startPairing(), until: Instant.now().adding(ms: 1000))
+        }
+        #expect(!sec.isPairing && !sec.isEncrypted)
+        f.verifyScriptDone()
+    }
+}
+
+@Suite("Bond store")
+struct BondStoreTests {
+    func tempDir() -> String {
+        var t = Array("/tmp/attled-bonds-XXXXXX".utf8CString)
+        let p = t.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        return p.map { String(cString: $0) } ?? "/tmp/attled-bonds-fallback"
+    }
+
+    static let ltk = LongTermKey(key: SMPSecret((0..<16).map { UInt8($0 * 7) }), ediv: 0xBEEF, rand: 0x0102030405060708,
+                                 secureConnections: false, authenticated: false, keySize: 16)
+    static let irk = SMPSecret((0..<16).map { UInt8(0xA0 + $0) })
+
+    @Test("a bond saved is loaded back the same; the store is 0700, the file 0600, nothing left behind")
+    func roundTrip() throws {
+        let d = tempDir() + "/state/attled"
+        let store = BondStore(directory: d)
+        let id = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+        let b = Bond(identity: id, longTermKey: Self.ltk, irk: Self.irk, lastAddress: id)
+        try store.save(b)
+        #expect(store.bond(for: id) == b)
+        #expect(store.all() == [b])
+        var st = stat()
+        #expect(stat(d, &st) == 0 && st.st_mode & 0o777 == 0o700)
+        #expect(stat(store.path(id), &st) == 0 && st.st_mode & 0o777 == 0o600)
+        #expect(store.remove(id) == b && store.bond(for: id) == nil)
+    }
+
+    @Test("printing a bond, a key or a pairing result never shows key bytes")
+    func noKeysInDescriptions() {
+        let id = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+        let b = Bond(identity: id, longTermKey: Self.ltk, irk: Self.irk, lastAddress: id)
+        let text = "\(b) \(Self.ltk) \(Self.irk) \(String(reflecting: Self.irk))"
+        #expect(!text.lowercased().contains(Self.ltk.key.revealedHex) && !text.lowercased().contains(Self.irk.revealedHex))
+        #expect(!text.contains("07 0e 15"))
+    }
+
+    @Test("a resolvable private address is recognised through the bond's IRK (ah, Vol 6 Part B 1.3.2.3)")
+    func resolvesPrivateAddress() throws {
+        let id = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+        let b = Bond(identity: id, longTermKey: Self.ltk, irk: Self.irk, lastAddress: id)
+        let prand: [UInt8] = [0x11, 0x22, 0x40 | 0x33] // top bits 01: resolvable
+        let hash = try SMPCrypto.ah(irk: Self.irk.bytes, prand: prand)
+        let rpa = DeviceAddress(BDAddress(wire: hash + prand), .random)
+        #expect(rpa.address.randomKind == "resolvable")
+        #expect(b.matches(rpa))
+        let other = DeviceAddress(BDAddress(wire: [hash[0] ^ 1, hash[1], hash[2]] + prand), .random)
+        #expect(!b.matches(other))
+        let d = tempDir()
+        let store = BondStore(directory: d)
+        try store.save(b)
+        #expect(store.bond(for: rpa) == b && store.bond(for: other) == nil)
+    }
+
+    @Test("damaged or foreign bond files are skipped, never trusted", arguments: [
+        "", "attled-bond 2\n", "attled-bond 1\nidentity C0:11:22:33:44:55 random\n",
+        "attled-bond 1\nidentity C0:11:22:33:44:55 random\nltk 00 1 2 0 0 16\n",
+        "attled-bond 1\nidentity C0:11:22:33:44:55 random\nltk 000102030405060708090a0b0c0d0e0f 1 2 0 0 99\n",
+        "attled-bond 1\nidentity nonsense random\nltk 000102030405060708090a0b0c0d0e0f 1 2 0 0 16\n",
+        "attled-bond 1\nidentity C0:11:22:33:44:55 random\nltk 000102030405060708090a0b0c0d0e0f 1 2 0 0 16\nextra line\n",
+    ])
+    func damaged(text: String) throws {
+        let d = tempDir()
+        let p = d + "/bond-C0-11-22-33-44-55-random"
+        let fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        #expect(fd >= 0)
+        _ = FileDescriptor.writeAll(fd, Array(text.utf8))
+        close(fd)
+        let store = BondStore(directory: d)
+        #expect(store.bond(for: DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)) == nil)
+        #expect(store.all().isEmpty)
+    }
+
+    @Test("a store that cannot be written says where and why")
+    func unwritable() {
+        let store = BondStore(directory: "/proc/attled-cannot-exist")
+        let id = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+        #expect(throws: BondStoreError.self) { try store.save(Bond(identity: id, longTermKey: Self.ltk, irk: nil, lastAddress: id)) }
+    }
+}

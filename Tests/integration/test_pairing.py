@@ -1,0 +1,231 @@
+"""Encrypted links (issue 13): attled pairs, bonds and encrypts against a
+Bumble LED peripheral whose LED characteristics need an encrypted link
+(Tools/ledperipheral.py secure=enc, proven by test_secure_peer.py).
+
+Bumble's own SMP is the judge: it checks attled's confirm values and DHKey
+Check (Secure Connections) or Mconfirm (legacy), and on re-encryption its
+virtual controller compares the LTK attled sends with the one the peer looks
+up, so a wrong key fails (status 0x06, or the link drops with 0x3D).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+
+import pytest
+
+from conftest import run_attled
+
+EXIT_SECURITY = 8
+NAME = "Lamp"
+
+
+@pytest.fixture(name="dirs")
+def _dirs(tmp_path):
+    """Separate cache and bond (state) directories for one test."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    return env
+
+
+def start(world, profile: str = "pycom", opts: str = ""):
+    spec = f"{NAME}:{profile}:secure=enc" + (f",{opts}" if opts else "")
+    return world(devices=[spec])
+
+
+def attled(w, dirs, *args, timeout: float = 20):
+    return run_attled(["-i", w.transport(), "--name", NAME, *args], env=dirs, timeout=timeout)
+
+
+def bond_file(dirs) -> str:
+    d = os.path.join(dirs["XDG_STATE_HOME"], "attled")
+    names = [n for n in os.listdir(d) if n.startswith("bond-")]
+    assert len(names) == 1, names
+    return os.path.join(d, names[0])
+
+
+def stored_ltk(dirs) -> str:
+    with open(bond_file(dirs)) as f:
+        return next(line.split()[1] for line in f if line.startswith("ltk "))
+
+
+def leaks(key_hex: str, text: str) -> bool:
+    """True when the key's bytes appear in ``text`` in either byte order, as
+    hex with or without spaces (how a trace or a hex dump would show them)."""
+    b = bytes.fromhex(key_hex)
+    flat = re.sub(r"[^0-9a-f]", "", text.lower())
+    # Hex dumps wrap lines: compare against the text with separators removed too.
+    return any(k.hex() in flat or k.hex(" ") in text.lower() for k in (b, b[::-1]))
+
+
+def test_first_run_pairs_with_secure_connections_then_bond_encrypts(world, dirs):
+    w = start(world)
+    r = attled(w, dirs, "--rgb", "10,20,30", "--trace")
+    assert r.returncode == 0, r.stderr
+    # The colour write was refused (0x0F), attled paired, and wrote again.
+    assert "Insufficient Encryption (0x0f)" in r.stderr
+    assert "SMP: Pairing Request (0x01)" in r.stderr and "SMP: Pairing DHKey Check (0x0d)" in r.stderr
+    assert re.search(r"attled: pair .*LE Secure Connections, Just Works, bonded", r.stderr), r.stderr
+    ev = w.wait_event({"event": "pairing", "device": NAME})
+    assert ev["result"] == "complete" and ev["sc"] is True and ev["bonded"] is True
+    w.wait_event({"event": "state", "device": NAME, "rgb": [10, 20, 30]})
+    # Keys never leak: not in the trace (masked), not on stdout.
+    ltk = stored_ltk(dirs)
+    assert not leaks(ltk, r.stdout + r.stderr)
+
+    # Second run: LE Enable Encryption with the stored LTK, no pairing at all.
+    m = w.mark()
+    r = attled(w, dirs, "--rgb", "40,50,60", "--trace")
+    assert r.returncode == 0, r.stderr
+    assert "encrypt" in r.stderr and "with the stored bond" in r.stderr
+    assert "Pairing Request" not in r.stderr and "Insufficient Encryption" not in r.stderr
+    ev = w.wait_event({"event": "encryption", "device": NAME}, since=m)
+    assert ev["enabled"] is True and ev["during_pairing"] is False
+    assert not w.find({"event": "pairing"}, since=m)
+    w.wait_event({"event": "state", "device": NAME, "rgb": [40, 50, 60]}, since=m)
+
+    # get over the bonded link.
+    r = attled(w, dirs, "get", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rgb"] == [40, 50, 60]
+    assert not leaks(ltk, r.stdout + r.stderr)
+
+
+def test_bond_files_are_private_and_listed_without_keys(world, dirs):
+    w = start(world)
+    assert attled(w, dirs, "--rgb", "1,1,1", "--pair").returncode == 0
+    d = os.path.join(dirs["XDG_STATE_HOME"], "attled")
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    path = bond_file(dirs)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert not [n for n in os.listdir(d) if ".tmp" in n]  # written atomically
+    ltk = stored_ltk(dirs)
+    listed = run_attled(["bonds"], env=dirs)
+    assert listed.returncode == 0 and "C0:11:22:33:44:55" in listed.stdout and "LE Secure Connections" in listed.stdout
+    js = run_attled(["bonds", "--json"], env=dirs)
+    doc = json.loads(js.stdout)
+    assert [b["identity"] for b in doc["bonds"]] == ["C0:11:22:33:44:55"] and doc["bonds"][0]["irk"] is True
+    assert not leaks(ltk, listed.stdout + listed.stderr + js.stdout)
+    gone = run_attled(["bonds", "--remove", "C0:11:22:33:44:55"], env=dirs)
+    assert gone.returncode == 0, gone.stderr
+    assert not os.path.exists(path)
+    again = run_attled(["bonds", "--remove", "C0:11:22:33:44:55"], env=dirs)
+    assert again.returncode == 5 and "no bond" in again.stderr
+
+
+def test_device_that_forgot_the_bond_is_paired_with_again(world, dirs):
+    w = start(world, opts="forget_bonds=1")
+    assert attled(w, dirs, "--rgb", "1,2,3").returncode == 0
+    w.wait_event({"event": "bonds_forgotten", "device": NAME})
+    first = stored_ltk(dirs)
+    m = w.mark()
+    r = attled(w, dirs, "--rgb", "4,5,6")
+    assert r.returncode == 0, r.stderr
+    assert "forgotten the bond" in r.stderr and "pairing again" in r.stderr
+    ev = w.wait_event({"event": "pairing", "device": NAME}, since=m)
+    assert ev["result"] == "complete"
+    w.wait_event({"event": "state", "device": NAME, "rgb": [4, 5, 6]}, since=m)
+    assert stored_ltk(dirs) != first  # the stale bond was replaced
+
+
+def test_no_repair_refuses_to_pair_again(world, dirs):
+    w = start(world, opts="forget_bonds=1")
+    assert attled(w, dirs, "--rgb", "1,2,3").returncode == 0
+    w.wait_event({"event": "bonds_forgotten", "device": NAME})
+    m = w.mark()
+    r = attled(w, dirs, "--rgb", "4,5,6", "--no-repair")
+    assert r.returncode == EXIT_SECURITY, r.stderr
+    assert "forgotten the bond" in r.stderr and "--no-repair" in r.stderr
+    assert not w.find({"event": "pairing"}, since=m)
+    assert not w.find({"event": "state", "rgb": [4, 5, 6]}, since=m)
+
+
+def test_legacy_only_device_pairs_with_legacy_just_works(world, dirs):
+    w = start(world, opts="pairing=legacy")
+    r = attled(w, dirs, "--rgb", "7,8,9", "--trace")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"attled: pair .*LE legacy, Just Works, bonded", r.stderr), r.stderr
+    ev = w.wait_event({"event": "pairing", "device": NAME})
+    assert ev["result"] == "complete" and ev["sc"] is False
+    w.wait_event({"event": "state", "device": NAME, "rgb": [7, 8, 9]})
+    # The legacy LTK with the EDIV and Rand the peer distributed re-encrypts.
+    m = w.mark()
+    r = attled(w, dirs, "--rgb", "9,8,7")
+    assert r.returncode == 0, r.stderr
+    assert "with the stored bond (LE legacy" in r.stderr
+    ev = w.wait_event({"event": "ltk_request", "device": NAME}, since=m)
+    assert ev["found"] is True and ev["source"] == "bond"
+    w.wait_event({"event": "state", "device": NAME, "rgb": [9, 8, 7]}, since=m)
+
+
+@pytest.mark.parametrize("mode", ["--trace", "--trace=hex"])
+def test_keys_are_masked_in_the_trace_unless_asked(world, dirs, mode):
+    """Legacy pairing distributes the LTK over the air (Encryption
+    Information) and encrypts with the STK: both would show in a trace."""
+    w = start(world, opts="pairing=legacy")
+    r = attled(w, dirs, "--rgb", "1,2,3", mode)
+    assert r.returncode == 0, r.stderr
+    ltk = stored_ltk(dirs)
+    assert "SMP: Encryption Information (0x06)" in r.stderr and "LE Enable Encryption (0x2019)" in r.stderr
+    assert not leaks(ltk, r.stdout + r.stderr), "the LTK is in the trace"
+    assert "key hidden" in r.stderr
+    # --trace=keys shows them (for debugging one's own devices).
+    os.remove(bond_file(dirs))
+    w.stop()
+    w = start(world, opts="pairing=legacy")
+    r = attled(w, dirs, "--rgb", "1,2,3", "--trace=keys")
+    assert r.returncode == 0, r.stderr
+    assert leaks(stored_ltk(dirs), r.stderr)
+
+
+def test_protected_write_command_device_ends_with_the_colour_really_set(world, dirs):
+    """A particle-style device drops Write Commands to protected
+    characteristics silently: attled must find out (a Read of one, once) and
+    pair before writing, or the run would be a success that did not happen."""
+    w = start(world, profile="particle")
+    r = attled(w, dirs, "--rgb", "6,6,6")
+    assert r.returncode == 0, r.stderr
+    assert "need an encrypted link" in r.stderr
+    w.wait_event({"event": "state", "device": NAME, "rgb": [6, 6, 6]})
+    assert not w.find({"event": "write_dropped"}), w.format_events()
+    # Warm: the cache remembers it; the bond encrypts up front; no probe, no drop.
+    m = w.mark()
+    r = attled(w, dirs, "--rgb", "7,7,7")
+    assert r.returncode == 0, r.stderr
+    assert "with the stored bond" in r.stderr and "need an encrypted link" not in r.stderr
+    w.wait_event({"event": "state", "device": NAME, "rgb": [7, 7, 7]}, since=m)
+    assert not w.find({"event": "write_dropped"}, since=m)
+
+
+def test_no_pair_against_a_protected_device_fails_clearly(world, dirs):
+    for profile in ("pycom", "particle"):
+        w = start(world, profile=profile)
+        r = attled(w, dirs, "--rgb", "1,2,3", "--no-pair")
+        assert r.returncode == EXIT_SECURITY, r.stderr
+        assert "--no-pair" in r.stderr
+        assert not w.find({"event": "pairing"})
+        assert not w.find({"event": "state", "rgb": [1, 2, 3]})
+        w.stop()
+
+
+def test_security_request_is_answered_by_pairing(world, dirs):
+    w = start(world, opts="security_request=1")
+    r = attled(w, dirs, "--rgb", "3,3,3", "--trace")
+    assert r.returncode == 0, r.stderr
+    assert "SMP: Security Request (0x0b)" in r.stderr and "Security Request" in r.stderr
+    ev = w.wait_event({"event": "pairing", "device": NAME})
+    assert ev["result"] == "complete" and ev["sc"] is True
+    w.wait_event({"event": "state", "device": NAME, "rgb": [3, 3, 3]})
+
+
+def test_general_gatt_read_pairs_when_needed(world, dirs):
+    w = start(world)
+    handles = w.device(NAME)["handles"]
+    red = handles["red"] if isinstance(handles, dict) else None
+    assert red, handles
+    r = attled(w, dirs, "read", "--char", f"0x{red:04x}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() != ""
+    w.wait_event({"event": "pairing", "device": NAME, "result": "complete"})
