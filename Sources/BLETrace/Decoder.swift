@@ -4,11 +4,14 @@ import BLEHCI
 import BLEGAP
 import BLEL2CAP
 import BLEATT
+import BLEGATT
 
 /// Turns packets into human-readable lines, in the manner of btmon, using
 /// the stack's own parsers. It never throws: a packet it cannot decode is
 /// shown as hex with the reason. It keeps per-handle L2CAP reassembly state
-/// so fragmented PDUs decode once complete.
+/// (the stack's own `L2CAPReassembler`) so fragmented PDUs decode once
+/// complete, and per-handle GATT state so a response is described by the
+/// request it answers.
 public final class PacketDecoder {
     /// One decoded packet: a header line and indented field lines.
     public struct Decoded: Sendable {
@@ -18,7 +21,8 @@ public final class PacketDecoder {
         public var layer: PacketLayer
     }
 
-    private var reassembly: [Int: (expected: Int, data: [UInt8])] = [:]
+    private var reassembly: [Int: L2CAPReassembler] = [:]
+    private var gatt: [UInt16: GATTTraceContext] = [:]
 
     /// A decoder with no reassembly in progress.
     public init() {}
@@ -42,13 +46,6 @@ public final class PacketDecoder {
     static func ms(_ units: UInt16, _ unitUs: UInt64) -> String { formatMs(us: UInt64(units) * unitUs, decimals: 3) + " msec" }
     static func h16(_ v: UInt16) -> String { "0x" + Hex.int(v, width: 4) }
     static func h8(_ v: UInt8) -> String { "0x" + Hex.int(v, width: 2) }
-    static func printable(_ b: [UInt8]) -> String {
-        guard !b.isEmpty, b.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return "" }
-        return " \"" + String(decoding: b, as: UTF8.self) + "\""
-    }
-    static func value(_ b: [UInt8]) -> String {
-        b.isEmpty ? "(empty)" : Hex.string(b) + printable(b)
-    }
     static func hexLines(_ b: [UInt8], indent: String) -> [String] {
         stride(from: 0, to: b.count, by: 16).map { indent + Hex.string(b[$0..<min($0 + 16, b.count)]) }
     }
@@ -145,6 +142,7 @@ public final class PacketDecoder {
             f.append("      \(cs.opcode.name) (\(Self.h16(cs.opcode.rawValue))) ncmd \(cs.numCommandPackets)")
             f.append("\(i)Status: \(cs.status)")
         case .disconnectionComplete(let d):
+            if d.status == .success { forget(handle: d.handle) }
             f += ["\(i)Status: \(d.status)", "\(i)Handle: \(d.handle)", "\(i)Reason: \(d.reason)"]
         case .numberOfCompletedPackets(let l):
             f.append("\(i)Num handles: \(l.count)")
@@ -280,167 +278,83 @@ public final class PacketDecoder {
 
     // MARK: ACL, L2CAP, ATT, signalling, SMP
 
+    /// Reassembly and GATT state are kept per connection handle and direction
+    /// (reassembly) or per handle (GATT), and forgotten on disconnection.
+    private func reassemblyKey(_ handle: UInt16, _ dir: Direction) -> Int { Int(handle) * 2 + (dir == .sent ? 0 : 1) }
+
+    func forget(handle: UInt16) {
+        reassembly[reassemblyKey(handle, .sent)] = nil
+        reassembly[reassemblyKey(handle, .received)] = nil
+        gatt[handle] = nil
+    }
+
     func decodeACL(_ bytes: [UInt8], _ arrow: String, _ dir: Direction) -> Decoded {
         guard let acl = try? ACLPacket.decode(bytes) else {
             return Decoded(header: "\(arrow) ACL Data (malformed) plen \(bytes.count)", fields: ["        length mismatch: " + Hex.string(bytes)], layer: .l2cap)
         }
         let header = "\(arrow) ACL Data: handle \(acl.handle) flags \(Self.h8(acl.boundary.rawValue | acl.broadcast << 2)) dlen \(acl.data.count)"
-        let key = Int(acl.handle) * 2 + (dir == .sent ? 0 : 1)
-        var pdu: [UInt8]
-        if acl.isStart {
-            if acl.data.count >= 2 {
-                let len = Int(UInt16(acl.data[0]) | UInt16(acl.data[1]) << 8) + 4
-                if acl.data.count < len {
-                    reassembly[key] = (len, acl.data)
-                    return Decoded(header: header, fields: ["      L2CAP: start fragment, \(acl.data.count) of \(len) bytes"], layer: .l2cap)
-                }
+        var f: [String] = []
+        let frame: BasicFrame
+        do throws(ReassemblyError) {
+            let step = try reassembly[reassemblyKey(acl.handle, dir), default: L2CAPReassembler()].receive(acl)
+            if case let .interrupted(missing)? = step.interrupted {
+                f.append("      L2CAP: start fragment while the previous PDU lacked \(missing.map { "\($0) byte(s)" } ?? "bytes"): previous PDU dropped by the stack")
             }
-            reassembly[key] = nil
-            pdu = acl.data
-        } else {
-            guard var st = reassembly[key] else {
-                return Decoded(header: header, fields: ["      L2CAP: continuation without a start fragment (dropped by the stack)"], layer: .l2cap)
+            switch step.progress {
+            case .complete(let fr): frame = fr
+            case let .partial(received, expected):
+                let what = acl.isStart ? "start fragment" : "continuation"
+                f.append("      L2CAP: \(what), " + (expected.map { "\(received) of \($0) bytes" } ?? "\(received) byte(s), length field incomplete"))
+                return Decoded(header: header, fields: f, layer: .l2cap)
             }
-            st.data += acl.data
-            if st.data.count < st.expected {
-                reassembly[key] = st
-                return Decoded(header: header, fields: ["      L2CAP: continuation, \(st.data.count) of \(st.expected) bytes"], layer: .l2cap)
+        } catch {
+            switch error {
+            case .continuationWithoutStart, .interrupted:
+                f.append("      L2CAP: continuation without a start fragment (dropped by the stack)")
+            case let .overlong(received, announced, pdu):
+                let cid = (try? BasicFrame.decode(pdu))?.cid ?? 0
+                f.append("      L2CAP: \(CID.name(cid)) (cid \(Self.h16(cid))) len \(announced) (but \(received) present)")
+                f.append("        longer than its basic header says: dropped by the stack")
+                f += Self.hexLines(Array(pdu.dropFirst(4)), indent: "        ")
             }
-            reassembly[key] = nil
-            pdu = st.data
+            return Decoded(header: header, fields: f, layer: .l2cap)
         }
-        var r = ByteReader(pdu)
-        guard let len = try? r.u16(), let cid = try? r.u16() else {
-            return Decoded(header: header, fields: ["      L2CAP: truncated basic header: " + Hex.string(pdu)], layer: .l2cap)
-        }
-        let payload = r.rest()
-        var f = ["      L2CAP: \(CID.name(cid)) (cid \(Self.h16(cid))) len \(len)" + (Int(len) != payload.count ? " (but \(payload.count) present)" : "")]
+        f.append("      L2CAP: \(CID.name(frame.cid)) (cid \(Self.h16(frame.cid))) len \(frame.length)")
         var layer = PacketLayer.l2cap
-        switch cid {
-        case CID.att: f += attLines(payload); layer = .att
-        case CID.leSignalling: f += signallingLines(payload)
-        case CID.smp: f += smpLines(payload)
-        default: f += Self.hexLines(payload, indent: "        ")
+        switch frame.cid {
+        case CID.att: f += attLines(frame.payload, handle: acl.handle, sentByUs: dir == .sent); layer = .att
+        case CID.leSignalling: f += signallingLines(frame.payload)
+        case CID.smp: f += smpLines(frame.payload)
+        default: f += Self.hexLines(frame.payload, indent: "        ")
         }
         return Decoded(header: header, fields: f, layer: layer)
     }
 
-    /// The indented lines for one ATT PDU (an L2CAP payload on CID 0x0004); a PDU
-    /// that fails to decode gives its opcode, the error and a hex dump.
-    public func attLines(_ b: [UInt8]) -> [String] {
+    /// The indented lines for one ATT PDU (an L2CAP payload on CID 0x0004),
+    /// described by `ATTPDU.traceFields` and, for GATT declarations, by the
+    /// connection's `GATTTraceContext`; a PDU that fails to decode gives its
+    /// opcode, the error and a hex dump.
+    /// - Parameters:
+    ///   - handle: the connection the PDU travelled on (whose requests it may answer).
+    ///   - sentByUs: true for a PDU this host sent.
+    public func attLines(_ b: [UInt8], handle: UInt16 = 0, sentByUs: Bool = true) -> [String] {
         let i = "          "
-        guard let op = b.first.map({ ATTOpcode(rawValue: $0) }) else { return ["        ATT: empty PDU"] }
+        let summary = "        ATT: " + ATTPDU.traceSummary(b)
+        guard !b.isEmpty else { return [summary] }
         let pdu: ATTPDU
         do { pdu = try ATTPDU.decode(b) } catch {
-            return ["        ATT: \(op.name) (\(Self.h8(op.rawValue))) len \(b.count - 1)", "\(i)malformed: \(error)"] + Self.hexLines(b, indent: i)
+            return [summary, "\(i)malformed: \(error)"] + Self.hexLines(b, indent: i)
         }
-        var f = ["        ATT: \(op.name) (\(Self.h8(op.rawValue))) len \(b.count - 1)"]
-        func range(_ s: UInt16, _ e: UInt16) -> String { "\(Self.h16(s))-\(Self.h16(e))" }
-        switch pdu {
-        case let .errorResponse(req, h, e):
-            f += ["\(i)\(req.name) (\(Self.h8(req.rawValue)))", "\(i)Handle: \(Self.h16(h))", "\(i)Error: \(e)"]
-        case .exchangeMTURequest(let m): f.append("\(i)Client RX MTU: \(m)")
-        case .exchangeMTUResponse(let m): f.append("\(i)Server RX MTU: \(m)")
-        case let .findInformationRequest(s, e): f.append("\(i)Handle range: \(range(s, e))")
-        case .findInformationResponse(let l):
-            f.append("\(i)Format: \(l.first?.uuid.uint16 != nil ? "UUID-16 (0x01)" : "UUID-128 (0x02)")")
-            for hu in l { f.append("\(i)Handle: \(Self.h16(hu.handle))  UUID: \(Self.uuidName(hu.uuid))") }
-        case let .findByTypeValueRequest(s, e, t, v):
-            f += ["\(i)Handle range: \(range(s, e))", "\(i)Attribute type: \(Self.uuidName(BluetoothUUID(uint16: t)))"]
-            f.append("\(i)UUID: " + (BluetoothUUID(wire: v).map { Self.uuidName($0) } ?? Hex.string(v)))
-        case .findByTypeValueResponse(let l):
-            for h in l { f.append("\(i)Handle range: \(range(h.found, h.groupEnd))") }
-        case let .readByTypeRequest(s, e, t), let .readByGroupTypeRequest(s, e, t):
-            f += ["\(i)Handle range: \(range(s, e))", "\(i)Attribute type: \(Self.uuidName(t))"]
-        case .readByTypeResponse(let l):
-            f.append("\(i)Attribute data length: \((l.first?.value.count ?? 0) + 2)")
-            for hv in l {
-                f.append("\(i)Handle: \(Self.h16(hv.handle))")
-                if let c = Self.characteristicDeclaration(hv.handle, hv.value) { f += c.map { "\(i)  " + $0 } }
-                else { f.append("\(i)  Value: \(Self.value(hv.value))") }
-            }
-        case .readByGroupTypeResponse(let l):
-            f.append("\(i)Attribute data length: \((l.first?.value.count ?? 0) + 4)")
-            for g in l {
-                let u = BluetoothUUID(wire: g.value).map { Self.uuidName($0) } ?? Hex.string(g.value)
-                f.append("\(i)Attribute group list: \(range(g.handle, g.endGroup))  UUID: \(u)")
-            }
-        case .readRequest(let h): f.append("\(i)Handle: \(Self.h16(h))")
-        case let .readBlobRequest(h, o): f += ["\(i)Handle: \(Self.h16(h))", "\(i)Offset: \(o)"]
-        case .readResponse(let v), .readBlobResponse(let v), .readMultipleResponse(let v): f.append("\(i)Value: \(Self.value(v))")
-        case .readMultipleRequest(let hs): f.append("\(i)Handles: " + hs.map { Self.h16($0) }.joined(separator: " "))
-        case let .writeRequest(h, v), let .writeCommand(h, v), let .handleValueNotification(h, v), let .handleValueIndication(h, v):
-            f += ["\(i)Handle: \(Self.h16(h))", "\(i)Data: \(Self.value(v))"]
-        case let .signedWriteCommand(h, v, s): f += ["\(i)Handle: \(Self.h16(h))", "\(i)Data: \(Self.value(v))", "\(i)Signature: \(Hex.string(s))"]
-        case let .prepareWriteRequest(h, o, v), let .prepareWriteResponse(h, o, v):
-            f += ["\(i)Handle: \(Self.h16(h))", "\(i)Offset: \(o)", "\(i)Data: \(Self.value(v))"]
-        case .executeWriteRequest(let fl): f.append("\(i)Flags: \(fl == 1 ? "Immediately write all pending values" : "Cancel all prepared writes") (\(Self.h8(fl)))")
-        case .writeResponse, .executeWriteResponse, .handleValueConfirmation: break
-        case .unknown(_, let p): f += Self.hexLines(p, indent: i)
-        }
-        return f
-    }
-
-    static func uuidName(_ u: BluetoothUUID) -> String {
-        if let v = u.uint16, let n = uuidNames[v] { return "\(n) (\(Hex.int(v, width: 4)))" }
-        return u.description
-    }
-
-    static let uuidNames: [UInt16: String] = [
-            0x1800: "Generic Access", 0x1801: "Generic Attribute", 0x2800: "Primary Service", 0x2801: "Secondary Service",
-            0x2802: "Include", 0x2803: "Characteristic", 0x2900: "Characteristic Extended Properties",
-            0x2901: "Characteristic User Description", 0x2902: "Client Characteristic Configuration",
-            0x2A00: "Device Name", 0x2A01: "Appearance", 0x2A05: "Service Changed", 0x2B29: "Client Supported Features",
-            0x2B2A: "Database Hash", 0x2B3A: "Server Supported Features",
-        ]
-
-    static func characteristicDeclaration(_ handle: UInt16, _ v: [UInt8]) -> [String]? {
-        guard v.count == 5 || v.count == 19 else { return nil }
-        var r = ByteReader(v)
-        guard let p = try? r.u8(), let vh = try? r.u16(), let u = BluetoothUUID(wire: r.rest()) else { return nil }
-        let props = ["broadcast", "read", "write-without-response", "write", "notify", "indicate", "signed-write", "extended"]
-        let names = (0..<8).compactMap { p & (1 << UInt8($0)) != 0 ? props[$0] : nil }.joined(separator: ", ")
-        return ["Properties: \(h8(p)) (\(names))", "Value handle: \(h16(vh))", "Value UUID: \(uuidName(u))"]
+        return [summary] + gatt[handle, default: GATTTraceContext()].traceFields(pdu, sentByUs: sentByUs).map { i + $0 }
     }
 
     func signallingLines(_ b: [UInt8]) -> [String] {
-        let i = "          "
         guard let cmd = try? SignallingCommand.decode(b) else { return ["        LE Signalling: malformed: " + Hex.string(b)] }
-        var f = ["        LE Signalling: \(SignallingCommand.name(cmd.code)) (\(Self.h8(cmd.code))) ident \(cmd.identifier) len \(cmd.data.count)"]
-        var r = ByteReader(cmd.data)
-        switch cmd.code {
-        case SignallingCommand.connectionParameterUpdateRequest:
-            if let p = try? cmd.connectionParameters() {
-                f += ["\(i)Min interval: \(p.intervalMin) (\(Self.ms(p.intervalMin, 1250)))", "\(i)Max interval: \(p.intervalMax) (\(Self.ms(p.intervalMax, 1250)))",
-                      "\(i)Peripheral latency: \(p.latency)", "\(i)Timeout multiplier: \(p.supervisionTimeout) (\(formatMs(us: UInt64(p.supervisionTimeout) * 10_000, decimals: 0)) msec)"]
-            } else { f.append("\(i)malformed: " + Hex.string(cmd.data)) }
-        case SignallingCommand.connectionParameterUpdateResponse:
-            if let res = try? r.u16() { f.append("\(i)Result: \(res == 0 ? "Connection Parameters accepted" : res == 1 ? "Connection Parameters rejected" : "reserved") (\(Self.h16(res)))") }
-        case SignallingCommand.commandReject:
-            if let reason = try? r.u16() {
-                let n = ["Command not understood", "Signaling MTU exceeded", "Invalid CID in request"]
-                f.append("\(i)Reason: \(reason < 3 ? n[Int(reason)] : "reserved") (\(Self.h16(reason)))")
-            }
-        default: f += Self.hexLines(cmd.data, indent: i)
-        }
-        return f
+        return ["        LE Signalling: " + cmd.traceSummary] + cmd.traceFields.map { "          " + $0 }
     }
 
     func smpLines(_ b: [UInt8]) -> [String] {
-        let i = "          "
-        guard let code = b.first else { return ["        SMP: empty PDU"] }
-        var f = ["        SMP: \(SMP.name(code)) (\(Self.h8(code))) len \(b.count - 1)"]
-        switch code {
-        case SMP.pairingFailed where b.count >= 2: f.append("\(i)Reason: \(SMP.reasonName(b[1])) (\(Self.h8(b[1])))")
-        case SMP.securityRequest where b.count >= 2: f.append("\(i)Authentication requirement: \(Self.h8(b[1]))")
-        case 0x01, 0x02:
-            if b.count == 7 {
-                f += ["\(i)IO capability: \(Self.h8(b[1]))", "\(i)OOB data: \(Self.h8(b[2]))", "\(i)Authentication requirement: \(Self.h8(b[3]))",
-                      "\(i)Max encryption key size: \(b[4])", "\(i)Initiator key distribution: \(Self.h8(b[5]))", "\(i)Responder key distribution: \(Self.h8(b[6]))"]
-            } else { f.append("\(i)malformed: \(b.count - 1) bytes, expected 6") }
-        default: f += Self.hexLines(Array(b.dropFirst()), indent: i)
-        }
-        return f
+        ["        SMP: " + SMP.traceSummary(b)] + SMP.traceFields(b).map { "          " + $0 }
     }
 }
 
