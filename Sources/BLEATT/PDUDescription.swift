@@ -64,7 +64,7 @@ extension ATTPDU {
             let meaning = fl == 0 ? "Cancel all prepared writes" : fl == 1 ? "Immediately write all pending values" : "reserved"
             return ["Flags: \(meaning) (0x\(Hex.int(fl, width: 2)))"]
         case .writeResponse, .executeWriteResponse, .handleValueConfirmation: return []
-        case .unknown(_, let p): return Self.hexLines(p)
+        case .unknown(_, let p): return Hex.lines(p)
         }
     }
 
@@ -74,10 +74,5 @@ extension ATTPDU {
         guard !b.isEmpty else { return "(empty)" }
         let printable = b.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
         return Hex.string(b) + (printable ? " \"" + String(decoding: b, as: UTF8.self) + "\"" : "")
-    }
-
-    /// Bytes as hex, 16 to a line.
-    public static func hexLines(_ b: [UInt8]) -> [String] {
-        stride(from: 0, to: b.count, by: 16).map { Hex.string(b[$0..<min($0 + 16, b.count)]) }
     }
 }

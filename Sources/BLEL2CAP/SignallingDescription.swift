@@ -31,12 +31,8 @@ extension SignallingCommand {
             let names = ["Command not understood", "Signaling MTU exceeded", "Invalid CID in request"]
             return ["Reason: \(reason < 3 ? names[Int(reason)] : "reserved") (0x\(Hex.int(reason, width: 4)))"]
         default:
-            return Self.hexLines(data)
+            return Hex.lines(data)
         }
-    }
-
-    static func hexLines(_ b: [UInt8]) -> [String] {
-        stride(from: 0, to: b.count, by: 16).map { Hex.string(b[$0..<min($0 + 16, b.count)]) }
     }
 }
 
@@ -65,7 +61,7 @@ extension SMP {
             return ["IO capability: \(h8(p[0]))", "OOB data: \(h8(p[1]))", "Authentication requirement: \(h8(p[2]))",
                     "Max encryption key size: \(p[3])", "Initiator key distribution: \(h8(p[4]))", "Responder key distribution: \(h8(p[5]))"]
         default:
-            return SignallingCommand.hexLines(r.rest())
+            return Hex.lines(r.rest())
         }
     }
 }
