@@ -82,13 +82,9 @@ public final class L2CAPLink {
     /// `L2CAPReassembler`, a complete PDU goes to its channel's handler and
     /// every dropped fragment or PDU is reported to `onReassemblyError`.
     public func receive(_ acl: ACLPacket) {
-        do {
-            let step = try rx.receive(acl)
-            if let e = step.interrupted { onReassemblyError?(e.description) }
-            if case .complete(let frame) = step.progress, let h = channels[frame.cid] { h(frame.payload) }
-        } catch {
-            onReassemblyError?(error.description)
-        }
+        let step = rx.receive(acl)
+        for e in step.dropped { onReassemblyError?(e.description) }
+        if case .complete(let frame)? = step.progress, let h = channels[frame.cid] { h(frame.payload) }
     }
 
     private func identifier() -> UInt8 {

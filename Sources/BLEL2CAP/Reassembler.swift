@@ -72,12 +72,14 @@ public struct L2CAPReassembler: Sendable {
         case partial(received: Int, expected: Int?)
     }
 
-    /// The result of one accepted fragment.
+    /// The result of one fragment.
     public struct Step: Hashable, Sendable {
-        /// Where the PDU stands after this fragment.
-        public var progress: Progress
-        /// The incomplete PDU this start fragment cut short (always `.interrupted`), if any.
-        public var interrupted: ReassemblyError?
+        /// What this fragment caused to be dropped, in order: the incomplete PDU
+        /// a start fragment cut short (`.interrupted`), then the fragment itself
+        /// (`.continuationWithoutStart`) or the PDU it made too long (`.overlong`).
+        public var dropped: [ReassemblyError]
+        /// A complete frame or the progress so far; nil when the fragment was dropped.
+        public var progress: Progress?
     }
 
     private var buffer: [UInt8] = []
@@ -103,35 +105,34 @@ public struct L2CAPReassembler: Sendable {
     }
 
     /// Adds one ACL fragment (its Packet_Boundary_Flag says start or continuation).
-    /// - Throws: `ReassemblyError.continuationWithoutStart` or `.overlong`;
-    ///   the state is then empty and the fragment's bytes are dropped.
-    /// - Returns: a complete frame or the progress so far, and the PDU a start
-    ///   fragment dropped, if any.
-    public mutating func receive(_ acl: ACLPacket) throws(ReassemblyError) -> Step {
-        var interrupted: ReassemblyError?
+    /// Never traps: every problem is reported in `Step.dropped`, and after a
+    /// dropped fragment or PDU the state is empty.
+    /// - Returns: a complete frame or the progress so far, and what was dropped.
+    public mutating func receive(_ acl: ACLPacket) -> Step {
+        var dropped: [ReassemblyError] = []
         if acl.isStart {
-            if active { interrupted = .interrupted(missing: expected.map { $0 - buffer.count }) }
+            if active { dropped.append(.interrupted(missing: expected.map { $0 - buffer.count })) }
             buffer = acl.data
             active = true
         } else {
-            guard active else { throw .continuationWithoutStart(length: acl.data.count) }
+            guard active else { return Step(dropped: [.continuationWithoutStart(length: acl.data.count)], progress: nil) }
             buffer += acl.data
         }
         guard let total = expected else {
-            return Step(progress: .partial(received: buffer.count, expected: nil), interrupted: interrupted)
+            return Step(dropped: dropped, progress: .partial(received: buffer.count, expected: nil))
         }
         if buffer.count > total {
             let bytes = buffer
             reset()
-            throw .overlong(received: bytes.count - 4, announced: total - 4, bytes: bytes)
+            return Step(dropped: dropped + [.overlong(received: bytes.count - 4, announced: total - 4, bytes: bytes)], progress: nil)
         }
         guard buffer.count == total else {
-            return Step(progress: .partial(received: buffer.count, expected: total), interrupted: interrupted)
+            return Step(dropped: dropped, progress: .partial(received: buffer.count, expected: total))
         }
         let bytes = buffer
         reset()
-        // total >= 4, so the header is whole.
+        // total >= 4, so the header is whole and decode cannot fail.
         let frame = (try? BasicFrame.decode(bytes)) ?? BasicFrame(length: 0, cid: 0, payload: [])
-        return Step(progress: .complete(frame), interrupted: interrupted)
+        return Step(dropped: dropped, progress: .complete(frame))
     }
 }

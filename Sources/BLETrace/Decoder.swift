@@ -100,22 +100,12 @@ public final class PacketDecoder {
         }
         let header = "\(arrow) ACL Data: handle \(acl.handle) flags \(Self.h8(acl.boundary.rawValue | acl.broadcast << 2)) dlen \(acl.data.count)"
         var f: [String] = []
-        let frame: BasicFrame
-        do throws(ReassemblyError) {
-            let step = try reassembly[reassemblyKey(acl.handle, dir), default: L2CAPReassembler()].receive(acl)
-            if case let .interrupted(missing)? = step.interrupted {
+        let step = reassembly[reassemblyKey(acl.handle, dir), default: L2CAPReassembler()].receive(acl)
+        for e in step.dropped {
+            switch e {
+            case .interrupted(let missing):
                 f.append("      L2CAP: start fragment while the previous PDU lacked \(missing.map { "\($0) byte(s)" } ?? "bytes"): previous PDU dropped by the stack")
-            }
-            switch step.progress {
-            case .complete(let fr): frame = fr
-            case let .partial(received, expected):
-                let what = acl.isStart ? "start fragment" : "continuation"
-                f.append("      L2CAP: \(what), " + (expected.map { "\(received) of \($0) bytes" } ?? "\(received) byte(s), length field incomplete"))
-                return Decoded(header: header, fields: f, layer: .l2cap)
-            }
-        } catch {
-            switch error {
-            case .continuationWithoutStart, .interrupted:
+            case .continuationWithoutStart:
                 f.append("      L2CAP: continuation without a start fragment (dropped by the stack)")
             case let .overlong(received, announced, pdu):
                 let cid = (try? BasicFrame.decode(pdu))?.cid ?? 0
@@ -123,6 +113,15 @@ public final class PacketDecoder {
                 f.append("        longer than its basic header says: dropped by the stack")
                 f += Self.hexLines(Array(pdu.dropFirst(4)), indent: "        ")
             }
+        }
+        let frame: BasicFrame
+        switch step.progress {
+        case .complete(let fr)?: frame = fr
+        case let .partial(received, expected)?:
+            let what = acl.isStart ? "start fragment" : "continuation"
+            f.append("      L2CAP: \(what), " + (expected.map { "\(received) of \($0) bytes" } ?? "\(received) byte(s), length field incomplete"))
+            return Decoded(header: header, fields: f, layer: .l2cap)
+        case nil:
             return Decoded(header: header, fields: f, layer: .l2cap)
         }
         f.append("      L2CAP: \(CID.name(frame.cid)) (cid \(Self.h16(frame.cid))) len \(frame.length)")

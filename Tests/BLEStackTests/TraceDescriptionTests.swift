@@ -26,19 +26,20 @@ struct L2CAPReassemblerTests {
     private func cont(_ h: String) -> ACLPacket { ACLPacket(handle: 1, boundary: .continuing, data: hex(h)) }
 
     @Test("a whole frame in one start fragment is complete, header read")
-    func single() throws {
+    func single() {
         var r = L2CAPReassembler()
-        let step = try r.receive(start("03 00 04 00 0a 10 00"))
+        let step = r.receive(start("03 00 04 00 0a 10 00"))
         #expect(step.progress == .complete(BasicFrame(length: 3, cid: CID.att, payload: hex("0a 10 00"))))
-        #expect(step.interrupted == nil && !r.inProgress)
+        #expect(step.dropped.isEmpty && !r.inProgress)
     }
 
     @Test("fed byte by byte, progress counts every byte and the length is known from the second")
-    func byteByByte() throws {
+    func byteByByte() {
         let frame = hex("03 00 04 00 0a 10 00")
         var r = L2CAPReassembler()
         for (i, b) in frame.enumerated() {
-            let step = try r.receive(ACLPacket(handle: 1, boundary: i == 0 ? .firstNonFlushable : .continuing, data: [b]))
+            let step = r.receive(ACLPacket(handle: 1, boundary: i == 0 ? .firstNonFlushable : .continuing, data: [b]))
+            #expect(step.dropped.isEmpty)
             if i + 1 < frame.count {
                 #expect(step.progress == .partial(received: i + 1, expected: i == 0 ? nil : 7))
             } else {
@@ -48,25 +49,37 @@ struct L2CAPReassemblerTests {
     }
 
     @Test("a start fragment cuts the PDU in progress short and says by how much")
-    func interrupted() throws {
+    func interrupted() {
         var r = L2CAPReassembler()
-        _ = try r.receive(start("05 00 04 00 0b"))
-        let step = try r.receive(start("01 00 04 00 13"))
-        #expect(step.interrupted == .interrupted(missing: 4))
+        _ = r.receive(start("05 00 04 00 0b"))
+        let step = r.receive(start("01 00 04 00 13"))
+        #expect(step.dropped == [.interrupted(missing: 4)])
         #expect(step.progress == .complete(BasicFrame(length: 1, cid: CID.att, payload: [0x13])))
-        _ = try r.receive(start("05"))
-        #expect(try r.receive(start("01 00 04 00 13")).interrupted == .interrupted(missing: nil))
+        _ = r.receive(start("05"))
+        #expect(r.receive(start("01 00 04 00 13")).dropped == [.interrupted(missing: nil)])
     }
 
-    @Test("a continuation without a start, and data past the announced length, are typed errors that empty the state")
-    func errors() throws {
+    @Test("a continuation without a start, and data past the announced length, are dropped with typed errors that empty the state")
+    func errors() {
         var r = L2CAPReassembler()
-        #expect(throws: ReassemblyError.continuationWithoutStart(length: 2)) { try r.receive(cont("aa bb")) }
-        _ = try r.receive(start("01 00 04 00"))
-        #expect(throws: ReassemblyError.overlong(received: 2, announced: 1, bytes: hex("01 00 04 00 13 14"))) { try r.receive(cont("13 14")) }
+        #expect(r.receive(cont("aa bb")) == L2CAPReassembler.Step(dropped: [.continuationWithoutStart(length: 2)], progress: nil))
+        _ = r.receive(start("01 00 04 00"))
+        #expect(r.receive(cont("13 14")).dropped == [.overlong(received: 2, announced: 1, bytes: hex("01 00 04 00 13 14"))])
         #expect(!r.inProgress)
-        #expect(throws: ReassemblyError.overlong(received: 3, announced: 1, bytes: hex("01 00 04 00 13 14 15"))) { try r.receive(start("01 00 04 00 13 14 15")) }
+        #expect(r.receive(start("01 00 04 00 13 14 15")).dropped == [.overlong(received: 3, announced: 1, bytes: hex("01 00 04 00 13 14 15"))])
         #expect(ReassemblyError.continuationWithoutStart(length: 3).description == "continuation fragment (3 bytes) without a start fragment; dropped")
+    }
+
+    // Found by the l2cap fuzz harness ("reassembly errors reported as due"):
+    // a start fragment that cuts a PDU short and is itself too long drops two
+    // PDUs, and both are reported.
+    @Test("a start fragment that interrupts a PDU and is itself overlong reports both drops")
+    func interruptedThenOverlong() {
+        var r = L2CAPReassembler()
+        _ = r.receive(start("05 00 04 00 0b"))
+        let step = r.receive(start("00 00 04 00 13"))
+        #expect(step.dropped == [.interrupted(missing: 4), .overlong(received: 1, announced: 0, bytes: hex("00 00 04 00 13"))])
+        #expect(step.progress == nil && !r.inProgress)
     }
 }
 
