@@ -34,10 +34,13 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStr
     public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 0x40)
     public static let extendedProperties = CharacteristicProperties(rawValue: 0x80)
 
+    /// The names of the set bits in bit order ("read", "write", ...): the one
+    /// list the CLI and the tracer print.
     public var names: [String] {
         let all = ["broadcast", "read", "write-without-response", "write", "notify", "indicate", "signed-write", "extended"]
         return (0..<8).compactMap { rawValue & (1 << UInt8($0)) != 0 ? all[$0] : nil }
     }
+    /// The names joined by commas, without spaces.
     public var description: String { names.joined(separator: ",") }
 }
 
