@@ -112,7 +112,7 @@ public struct GATTTraceContext: Sendable {
             for it in items { if let inc = try? IncludeDeclaration.decode(it.value) { note(inc.start, server: sentByUs) } }
         case let (.readByGroupTypeResponse(groups), .readByGroupTypeRequest(_, _, t)?) where t == GATTUUID.primaryService || t == GATTUUID.secondaryService:
             for g in groups { note(g.handle, server: sentByUs) }
-        case let (.findByTypeValueResponse(list), .findByTypeValueRequest(_, _, t, _)?) where t == 0x2800 || t == 0x2801:
+        case let (.findByTypeValueResponse(list), .findByTypeValueRequest(_, _, t, _)?) where [GATTUUID.primaryService, GATTUUID.secondaryService].contains(BluetoothUUID(uint16: t)):
             for h in list { note(h.found, server: sentByUs) }
         case let (.readResponse(v), .readRequest(h)?) where serviceDeclarations[sentByUs]?.contains(h) == true:
             if let lines = GATTDescription.declarationFields(type: GATTUUID.primaryService, handle: h, value: v) {

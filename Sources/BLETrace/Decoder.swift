@@ -104,7 +104,7 @@ public final class PacketDecoder {
         for e in step.dropped {
             switch e {
             case .interrupted(let missing):
-                f.append("      L2CAP: start fragment while the previous PDU lacked \(missing.map { "\($0) byte(s)" } ?? "bytes"): previous PDU dropped by the stack")
+                f.append("      L2CAP: start fragment while the previous PDU lacked \(missing.map { "\($0) byte(s)" } ?? "bytes (its length field was incomplete)"): previous PDU dropped by the stack")
             case .continuationWithoutStart:
                 f.append("      L2CAP: continuation without a start fragment (dropped by the stack)")
             case let .overlong(received, announced, pdu):
