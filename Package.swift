@@ -33,8 +33,8 @@ let package = Package(
         .target(name: "BLEATT", dependencies: ["BLEWire", "BLEHCI", "BLEL2CAP"], swiftSettings: strict),
         // GATT client procedures.
         .target(name: "BLEGATT", dependencies: ["BLEWire", "BLEHCI", "BLEATT"], swiftSettings: strict),
-        // Packet decoder for --trace, btsnoop capture files.
-        .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT"], swiftSettings: strict),
+        // Packet decoder for --trace (dispatch and layout; each layer describes its own PDUs), btsnoop capture files.
+        .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT"], swiftSettings: strict),
         // The three LED devices and generic RGB descriptions.
         .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEHCI", "BLEATT", "BLEGATT"], swiftSettings: strict),
         // The facade: open, scan, connect, a GATT client per link; re-exports the layers.

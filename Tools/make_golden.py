@@ -100,6 +100,34 @@ rec(bytes([0x02]) + struct.pack("<HH", H, 20) + l2[:20], False, t)
 t += 1000
 rec(bytes([0x02]) + struct.pack("<HH", H | 0x1000, len(l2) - 20) + l2[20:], False, t)
 
+# GATT procedures beyond discovery, appended so the records above keep their numbers:
+# Find Included Services (an include with a 16-bit UUID, then one of a 128-bit
+# service, which carries none, and the Read of that service's declaration),
+# Read Using Characteristic UUID (a 5-byte value that is not a declaration),
+# Read By Type with a 128-bit type, a long read and a cancelled long write.
+for received, hexs in [
+    (False, "08 01 00 ff ff 02 28"), (True, "09 08 02 00 10 00 15 00 0f 18"),   # include, 16-bit UUID
+    (False, "08 03 00 ff ff 02 28"), (True, "09 06 03 00 20 00 25 00"),         # include, 128-bit service
+    (False, "0a 20 00"), (True, "0b " + " ".join(f"{b:02x}" for b in u128)),     # its service declaration
+    (False, "08 04 00 ff ff 02 28"), (True, "01 08 04 00 0a"),                   # no more includes
+    (False, "08 01 00 ff ff 00 2a"), (True, "09 07 03 00 41 74 74 6c 65"),       # Read Using Characteristic UUID
+    (False, "08 01 00 ff ff " + " ".join(f"{b:02x}" for b in u128)), (True, "01 08 01 00 0a"),
+    (False, "0c 10 00 16 00"), (True, "01 0c 10 00 0b"),                         # Read Blob: Attribute Not Long
+    (False, "16 10 00 16 00 6a 6b"), (True, "17 10 00 16 00 6a 6b"),             # Prepare Write at offset 22
+    (False, "18 00"), (True, "19"),                                              # Execute Write: cancel
+    (True, "09 07 05 00 02 06 00 00 2a"),                                        # a declaration answering no request seen
+]:
+    t += 1000
+    rec(acl(H, 4, bytes.fromhex(hexs)), received, t)
+# L2CAP reassembly faults: a start cut short by another start, then a PDU
+# longer than its basic header says (the stack drops both).
+t += 1000
+rec(bytes([0x02]) + struct.pack("<HH", H | 0x2000, 6) + bytes.fromhex("05 00 04 00 0b 01"), True, t)
+t += 1000
+rec(bytes([0x02]) + struct.pack("<HH", H | 0x2000, 6) + bytes.fromhex("02 00 04 00 0b 02"), True, t)
+t += 1000
+rec(bytes([0x02]) + struct.pack("<HH", H | 0x2000, 7) + bytes.fromhex("01 00 04 00 0b 03 04"), True, t)
+
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "Tests/BLEStackTests/Golden/synthetic.btsnoop")
 out.write_bytes(b"btsnoop\0" + struct.pack(">II", 1, 1002) + b"".join(records))
 print(f"wrote {out}: {len(records)} records")

@@ -15,19 +15,9 @@ public enum GATTUUID {
     public static let serviceChanged = BluetoothUUID(uint16: 0x2A05)
     public static let databaseHash = BluetoothUUID(uint16: 0x2B2A)
 
-    static let names: [UInt16: String] = [
-        0x1800: "Generic Access", 0x1801: "Generic Attribute", 0x180A: "Device Information", 0x180F: "Battery",
-        0x2800: "Primary Service", 0x2801: "Secondary Service", 0x2802: "Include", 0x2803: "Characteristic",
-        0x2900: "Characteristic Extended Properties", 0x2901: "Characteristic User Description",
-        0x2902: "Client Characteristic Configuration", 0x2903: "Server Characteristic Configuration",
-        0x2904: "Characteristic Presentation Format", 0x2A00: "Device Name", 0x2A01: "Appearance",
-        0x2A04: "Peripheral Preferred Connection Parameters", 0x2A05: "Service Changed", 0x2A19: "Battery Level",
-        0x2A29: "Manufacturer Name String", 0x2AA6: "Central Address Resolution", 0x2B29: "Client Supported Features",
-        0x2B2A: "Database Hash", 0x2B3A: "Server Supported Features",
-    ]
-
-    /// A human name for well-known 16-bit UUIDs, nil otherwise.
-    public static func name(_ u: BluetoothUUID) -> String? { u.uint16.flatMap { names[$0] } }
+    /// A human name for well-known 16-bit UUIDs, nil otherwise: the one
+    /// table in BLEWire (`BluetoothUUID.assignedName`).
+    public static func name(_ u: BluetoothUUID) -> String? { u.assignedName }
 }
 
 /// Characteristic properties (Core Vol 3 Part G 3.3.1.1).
@@ -44,10 +34,13 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, CustomStr
     public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 0x40)
     public static let extendedProperties = CharacteristicProperties(rawValue: 0x80)
 
+    /// The names of the set bits in bit order ("read", "write", ...): the one
+    /// list the CLI and the tracer print.
     public var names: [String] {
         let all = ["broadcast", "read", "write-without-response", "write", "notify", "indicate", "signed-write", "extended"]
         return (0..<8).compactMap { rawValue & (1 << UInt8($0)) != 0 ? all[$0] : nil }
     }
+    /// The names joined by commas, without spaces.
     public var description: String { names.joined(separator: ",") }
 }
 

@@ -4,15 +4,13 @@ import BLEHCI
 /// L2CAP on one LE connection: reassembles incoming ACL fragments into
 /// basic-frame PDUs, dispatches them by channel (ATT, LE signalling, SMP),
 /// and frames outgoing PDUs (the HCI layer fragments them to the controller's
-/// buffer size). Reassembly is explicit per-link state: a start fragment
+/// buffer size). Reassembly is an `L2CAPReassembler` per link: a start fragment
 /// begins a PDU (dropping any incomplete one), a continuation without a start
 /// is dropped, and data past the announced length is an error (Core Vol 3 Part A 3, 7.2).
 public final class L2CAPLink {
     public let handle: UInt16
     public let host: HCIHost
-    private var rx: [UInt8] = []
-    private var rxExpected = 0
-    private var rxActive = false
+    private var rx = L2CAPReassembler()
     private var channels: [UInt16: ([UInt8]) -> Void] = [:]
     private var nextIdentifier: UInt8 = 1
     /// False once the link is disconnected or closed.
@@ -63,7 +61,7 @@ public final class L2CAPLink {
     private func end(_ reason: HCIStatus?) {
         guard isOpen else { return }
         isOpen = false
-        rx.removeAll(); rxActive = false
+        rx.reset()
         host.cancel(tokens)
         tokens.removeAll()
         let h = onClose
@@ -84,43 +82,13 @@ public final class L2CAPLink {
         host.sendACL(handle: handle, pdu: w.bytes)
     }
 
-    /// Feeds one ACL packet (public for unit tests).
+    /// Feeds one ACL packet (public for unit tests): reassembled by
+    /// `L2CAPReassembler`, a complete PDU goes to its channel's handler and
+    /// every dropped fragment or PDU is reported to `onReassemblyError`.
     public func receive(_ acl: ACLPacket) {
-        if acl.isStart {
-            if rxActive {
-                // rxExpected counts the 4-byte basic header; it is Int.max while the length field is incomplete.
-                let missing = rxExpected == Int.max ? "an unknown number of" : "\(rxExpected - rx.count)"
-                onReassemblyError?("start fragment while \(missing) byte(s) of the previous PDU were missing; previous PDU dropped")
-            }
-            rx = acl.data
-            rxActive = true
-            guard rx.count >= 2 else {
-                // The length field itself may be split; wait for more.
-                rxExpected = Int.max
-                return
-            }
-            rxExpected = Int(UInt16(rx[0]) | UInt16(rx[1]) << 8) + 4
-        } else {
-            guard rxActive else {
-                onReassemblyError?("continuation fragment (\(acl.data.count) bytes) without a start fragment; dropped")
-                return
-            }
-            rx += acl.data
-            if rxExpected == Int.max, rx.count >= 2 { rxExpected = Int(UInt16(rx[0]) | UInt16(rx[1]) << 8) + 4 }
-        }
-        if rx.count > rxExpected {
-            onReassemblyError?("PDU longer than its basic header says (\(rx.count - 4) > \(rxExpected - 4) bytes); dropped")
-            rx.removeAll(); rxActive = false
-            return
-        }
-        if rx.count == rxExpected {
-            let pdu = rx
-            rx.removeAll(); rxActive = false
-            var r = ByteReader(pdu)
-            guard let _ = try? r.u16(), let cid = try? r.u16() else { return }
-            let payload = r.rest()
-            if let h = channels[cid] { h(payload) }
-        }
+        let step = rx.receive(acl)
+        for e in step.dropped { onReassemblyError?(e.description) }
+        if case .complete(let frame)? = step.progress, let h = channels[frame.cid] { h(frame.payload) }
     }
 
     private func identifier() -> UInt8 {

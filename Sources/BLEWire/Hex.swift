@@ -16,6 +16,11 @@ public enum Hex {
         return out
     }
 
+    /// Bytes as hex lines of 16, as the tracer prints data it does not decode.
+    public static func lines(_ bytes: [UInt8]) -> [String] {
+        stride(from: 0, to: bytes.count, by: 16).map { string(bytes[$0..<min($0 + 16, bytes.count)]) }
+    }
+
     /// Fixed-width hex of an integer: `Hex.int(0x0c03, width: 4)` is "0c03".
     public static func int<T: BinaryInteger>(_ v: T, width: Int) -> String {
         var s = String(v, radix: 16)

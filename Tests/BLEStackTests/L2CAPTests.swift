@@ -125,6 +125,16 @@ struct L2CAPReassemblyTests {
         #expect(f.errors.count == 1)
     }
 
+    @Test("a start fragment that cuts a PDU short and is itself too long reports two drops (l2cap fuzz finding)")
+    func interruptingOverflow() {
+        let f = LinkFixture()
+        f.start("05 00 04 00 0b")
+        f.start("00 00 04 00 13")
+        #expect(f.att.isEmpty)
+        #expect(f.errors == ["start fragment while 4 byte(s) of the previous PDU were missing; previous PDU dropped",
+                             "PDU longer than its basic header says (1 > 0 bytes); dropped"])
+    }
+
     @Test("ACL for another handle is ignored by the link; ACL through the host reaches it")
     func handleFilter() throws {
         let f = LinkFixture()
