@@ -34,7 +34,7 @@ let package = Package(
         // GATT client procedures.
         .target(name: "BLEGATT", dependencies: ["BLEWire", "BLEHCI", "BLEATT"], swiftSettings: strict),
         // Packet decoder for --trace (dispatch and layout; each layer describes its own PDUs), btsnoop capture files.
-        .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT"], swiftSettings: strict),
+        .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
         // The three LED devices and generic RGB descriptions.
         .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEHCI", "BLEATT", "BLEGATT"], swiftSettings: strict),
         // The facade: open, scan, connect, a GATT client per link; re-exports the layers.

@@ -30,11 +30,11 @@ MODULES=(
   "BLEL2CAP BLEWire BLEHCI"
   "BLEATT BLEWire BLEHCI BLEL2CAP"
   "BLEGATT BLEWire BLEHCI BLEATT"
-  "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT"
+  "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLESMP"
   "LEDProfile BLEWire BLEHCI BLEATT BLEGATT"
-  "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile"
-  "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile"
   "BLESMP BLEWire"
+  "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
+  "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
 )
 FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/COpenSSL")
 

@@ -121,7 +121,11 @@ final class Session {
     /// Opens the transport and initialises the controller.
     func open() throws {
         let spec = opts.transport ?? .userChannel(index: 0)
-        if opts.trace != .off { tracer = Tracer(hex: opts.trace == .hex, output: { Console.err($0) }) }
+        if opts.trace != .off {
+            let t = Tracer(hex: opts.trace == .hex, output: { Console.err($0) })
+            t.showKeys = opts.traceKeys
+            tracer = t
+        }
         if let path = opts.btsnoop {
             do { snoop = try BtsnoopWriter(path: path) }
             catch { throw RunError("cannot write capture \(path): \(error)", .failure) }

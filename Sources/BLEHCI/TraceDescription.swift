@@ -65,9 +65,28 @@ extension HCICommand {
         case .setEventMask, .leSetEventMask:
             var r = ByteReader(parameters)
             f.append("Mask: 0x\(Hex.int(try r.u64("Event_Mask"), width: 16))")
+        case .leEnableEncryption:
+            f += try encryptionFields(showKeys: false)
         default:
             f += Hex.lines(parameters)
         }
+    }
+}
+
+extension HCICommand {
+    /// LE Enable Encryption's fields (7.8.24): the handle, then Rand, EDIV
+    /// and the LTK, which are masked unless `showKeys` (`--trace=keys`).
+    /// - Throws: `WireError` when the parameters are not 28 bytes.
+    public func encryptionFields(showKeys: Bool) throws -> [String] {
+        var r = ByteReader(parameters)
+        let handle = try r.u16("Connection_Handle")
+        let rand = try r.u64("Random_Number")
+        let ediv = try r.u16("Encrypted_Diversifier")
+        let ltk = try r.bytes(16, "Long_Term_Key")
+        try r.expectEnd("LE Enable Encryption")
+        guard showKeys else { return ["Handle: \(handle)", "Rand: <hidden>", "EDIV: <hidden>", "LTK: <16-byte key hidden>"] }
+        return ["Handle: \(handle)", "Rand: 0x\(Hex.int(rand, width: 16))", "EDIV: 0x\(Hex.int(ediv, width: 4))",
+                "LTK: \(Hex.string(ltk.reversed(), separator: ""))"]
     }
 }
 

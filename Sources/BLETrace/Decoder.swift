@@ -5,6 +5,7 @@ import BLEGAP
 import BLEL2CAP
 import BLEATT
 import BLEGATT
+import BLESMP
 
 /// Turns packets into human-readable lines, in the manner of btmon, using
 /// the stack's own parsers. It never throws: a packet it cannot decode is
@@ -21,6 +22,9 @@ public final class PacketDecoder {
         public var layer: PacketLayer
     }
 
+    /// Show key material (LE Enable Encryption's LTK, the SMP key PDUs and
+    /// pairing random values); masked by default (`--trace=keys` sets it).
+    public var showKeys = false
     private var reassembly: [Int: L2CAPReassembler] = [:]
     private var gatt: [UInt16: GATTTraceContext] = [:]
 
@@ -54,7 +58,9 @@ public final class PacketDecoder {
             return Decoded(header: "\(arrow) HCI Command (malformed) plen \(bytes.count)", fields: ["        truncated or length mismatch: " + Hex.string(bytes)], layer: .hci)
         }
         let header = "\(arrow) HCI Command: \(cmd.opcode.name) (\(Self.h16(cmd.opcode.rawValue))) plen \(cmd.parameters.count)"
-        return Decoded(header: header, fields: cmd.traceFields.map { "        " + $0 }, layer: .hci)
+        var fields = cmd.traceFields
+        if cmd.opcode == .leEnableEncryption, showKeys, let f = try? cmd.encryptionFields(showKeys: true) { fields = f }
+        return Decoded(header: header, fields: fields.map { "        " + $0 }, layer: .hci)
     }
 
     func decodeEvent(_ bytes: [UInt8], _ arrow: String) -> Decoded {
@@ -158,8 +164,36 @@ public final class PacketDecoder {
         return ["        LE Signalling: " + cmd.traceSummary] + cmd.traceFields.map { "          " + $0 }
     }
 
+    /// The SMP PDU: its name line, then the parameters of the pairing
+    /// exchange field by field, or BLESMP's own description of the PDU, which
+    /// masks key material unless `showKeys`.
     func smpLines(_ b: [UInt8]) -> [String] {
-        ["        SMP: " + SMP.traceSummary(b)] + SMP.traceFields(b).map { "          " + $0 }
+        let head = "        SMP: " + SMP.traceSummary(b)
+        guard let code = b.first, ![SMP.pairingRequest, 0x02, SMP.pairingFailed, SMP.securityRequest].contains(code) else {
+            return [head] + SMP.traceFields(b).map { "          " + $0 }
+        }
+        return [head, "          " + SMPPDU.describe(bytes: b, showKeys: showKeys)]
+    }
+
+    /// Byte ranges of a packet's H4 form that hold key material, for a
+    /// masked hex dump: LE Enable Encryption's Rand, EDIV and LTK, and the
+    /// payload of SMP Pairing Random, Encryption Information, Central
+    /// Identification, Identity Information and Signing Information carried
+    /// in a single ACL fragment (all of them fit the smallest LE buffer).
+    public static func secretRanges(_ p: HCIPacket) -> [Range<Int>] {
+        let h4 = p.h4
+        switch p.type {
+        case .command:
+            guard h4.count == 32, h4[1] == 0x19, h4[2] == 0x20 else { return [] }
+            return [6..<32]
+        case .acl:
+            // 02, handle+flags (2), length (2), L2CAP length (2), CID (2), SMP code.
+            guard h4.count >= 10, h4[2] & 0x30 != 0x10, h4[7] == 0x06, h4[8] == 0x00 else { return [] }
+            let secret: Set<UInt8> = [0x04, 0x06, 0x07, 0x08, 0x0A]
+            return secret.contains(h4[9]) ? [10..<h4.count] : []
+        default:
+            return []
+        }
     }
 }
 
@@ -167,6 +201,8 @@ public final class PacketDecoder {
 public final class Tracer: PacketObserver {
     let decoder = PacketDecoder()
     let hex: Bool
+    /// Show key material (`--trace=keys`); masked otherwise, also in the hex dump.
+    public var showKeys = false { didSet { decoder.showKeys = showKeys } }
     let output: (String) -> Void
     let start = Instant.now()
     var count = 0
@@ -182,15 +218,21 @@ public final class Tracer: PacketObserver {
     public func observe(_ packet: HCIPacket, direction: Direction, at time: Instant) {
         count += 1
         let d = decoder.decode(packet, direction)
-        output(Tracer.format(d, packet: packet, number: count, seconds: time.usSince(start), hex: hex))
+        output(Tracer.format(d, packet: packet, number: count, seconds: time.usSince(start), hex: hex, showKeys: showKeys))
     }
 
     /// The shared layout of --trace and `attled decode`.
-    public static func format(_ d: PacketDecoder.Decoded, packet: HCIPacket, number: Int, seconds us: UInt64, hex: Bool) -> String {
+    /// The hex dump masks key material (as `**`) unless `showKeys`.
+    public static func format(_ d: PacketDecoder.Decoded, packet: HCIPacket, number: Int, seconds us: UInt64, hex: Bool, showKeys: Bool = false) -> String {
         let secs = "\(us / 1_000_000).\(String(repeating: "0", count: 6 - String(us % 1_000_000).count))\(us % 1_000_000)"
         var lines = [d.header + "  #\(number) \(secs)"]
         lines += d.fields
-        if hex { lines += PacketDecoder.hexLines(packet.h4, indent: "        | ") }
+        if hex {
+            let h4 = packet.h4
+            let secret = showKeys ? [] : PacketDecoder.secretRanges(packet)
+            let cells = h4.indices.map { i in secret.contains { $0.contains(i) } ? "**" : Hex.int(h4[i], width: 2) }
+            lines += stride(from: 0, to: cells.count, by: 16).map { "        | " + cells[$0..<min($0 + 16, cells.count)].joined(separator: " ") }
+        }
         return lines.joined(separator: "\n")
     }
 }
