@@ -359,6 +359,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="attled-bench-"))
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("BUMBLE_")}
+    base_env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="attled-bench-state-")  # no bonds from elsewhere
     figures: dict[str, dict] = {}
     failed = 0
     try:

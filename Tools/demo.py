@@ -43,7 +43,7 @@ def main() -> int:
         subprocess.run([args.attled, "scan", "--transport", transport, "--timeout", "1"], timeout=30)
         cmd = [args.attled, "--transport", transport, "--name", "CassarTech", "--rgb", args.rgb]
         # A cache of the demo's own: the first run is cold (scan, discovery), the second warm.
-        env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="attled-demo-")}
+        env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="attled-demo-"), "XDG_STATE_HOME": tempfile.mkdtemp(prefix="attled-demo-state-")}
         for label in ("cold: scan, connect, discover, write", "warm: remembered address and handles"):
             print(f"\n# {label}\n$ {' '.join(['attled'] + cmd[1:])}")
             sys.stdout.flush()

@@ -41,7 +41,7 @@ def main() -> int:
     wait_for = world.wait_for
 
     cache = tempfile.mkdtemp(prefix="attled-soak-")
-    env = {**os.environ, "XDG_CACHE_HOME": cache}
+    env = {**os.environ, "XDG_CACHE_HOME": cache, "XDG_STATE_HOME": tempfile.mkdtemp(prefix="attled-soak-state-")}
     try:
         if not world.wait_ready(30):
             print("soak: vworld did not start", file=sys.stderr)

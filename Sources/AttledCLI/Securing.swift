@@ -38,10 +38,37 @@ final class Securer {
         }
     }
 
-    /// Security before anything else: `--pair`, or a stored bond.
+    /// Security before anything else: `--pair`, or a stored bond. A bond the
+    /// device has forgotten is removed here without pairing again at once
+    /// (the same address may now be a device that needs no security; one
+    /// that does asks, and is paired with then), except with `--no-repair`,
+    /// which fails.
     func upFront(_ link: Link) -> Future<Void> {
-        if opts.pair == .always || store?.bond(for: link.peer) != nil { return secure(link) }
-        return .done
+        if opts.pair == .always { return secure(link) }
+        guard let bond = store?.bond(for: link.peer) else { return .done }
+        let f = encrypt(link, bond).recover { [self] e -> Future<Void> in
+            guard case SecurityError.keyMissing = e else { throw e }
+            if opts.noRepair { throw forgotten(e, bond) }
+            store?.remove(bond.identity)
+            report.progress("the device has forgotten the bond: removed it; pairing again when the device asks")
+            return .done
+        }
+        inFlight = f
+        return f
+    }
+
+    private func encrypt(_ link: Link, _ bond: Bond) -> Future<Void> {
+        report.begin(.encrypt)
+        return link.security.startEncryption(bond.longTermKey).map { [report] in
+            report.done("with the stored bond (\(bond.longTermKey.secureConnections ? "LE Secure Connections" : "LE legacy"), key size \(bond.longTermKey.keySize))")
+        }.recover { [report] e -> Future<Void> in
+            report.end()
+            throw e
+        }
+    }
+
+    private func forgotten(_ e: any Error, _ bond: Bond) -> RunError {
+        RunError("\(e); \(opts.noRepair ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(bond.identity.address)'", .security)
     }
 
     /// Runs `op`; when it fails for want of encryption, secures the link and
@@ -65,15 +92,9 @@ final class Securer {
         if let f = inFlight, !f.isComplete { return f }
         let f: Future<Void>
         if let bond = store?.bond(for: link.peer) {
-            report.begin(.encrypt)
-            f = link.security.startEncryption(bond.longTermKey).map { [report] in
-                report.done("with the stored bond (\(bond.longTermKey.secureConnections ? "LE Secure Connections" : "LE legacy"), key size \(bond.longTermKey.keySize))")
-            }.recover { [self] e -> Future<Void> in
+            f = encrypt(link, bond).recover { [self] e -> Future<Void> in
                 guard case SecurityError.keyMissing = e else { throw e }
-                report.end()
-                if opts.noRepair || opts.pair == .never {
-                    throw RunError("\(e); \(opts.noRepair ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(bond.identity.address)'", .security)
-                }
+                if opts.noRepair || opts.pair == .never { throw forgotten(e, bond) }
                 store?.remove(bond.identity)
                 report.progress("the device has forgotten the bond: removed it; pairing again")
                 return pair(link)

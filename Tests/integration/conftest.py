@@ -287,6 +287,9 @@ def run_attled(args: list[str], timeout: float = 20, env: dict | None = None) ->
         # Each run starts cold unless a test passes its own cache directory
         # (attled's GATT/address cache would otherwise leak between tests).
         env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="attled-cache-", dir="/tmp")
+    if "XDG_STATE_HOME" not in env:
+        # Bonds likewise: a test pairs only when it means to.
+        env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="attled-state-", dir="/tmp")
     return _run([str(ATTLED), *map(str, args)], timeout, env)
 
 

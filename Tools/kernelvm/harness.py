@@ -201,8 +201,9 @@ def reference_trace(attled: Path, device: str, args: list[str], workdir: Path) -
     w = World("tcpref", ["--host", "tcp-server:127.0.0.1:0", "--spec-controller", "--device", device], None, workdir, 60)
     try:
         ready = w.wait_ready(20)
-        # Its own cache directory: the host's /var/cache/attled is never touched.
-        env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache")}
+        # Its own cache and bond directories: the host's /var/cache/attled and
+        # /var/lib/attled are never touched.
+        env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache"), "XDG_STATE_HOME": str(workdir / "state")}
         p = subprocess.run([str(attled), "-i", ready["attled"][0], *args], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=30, env=env)
         return p.returncode, p.stderr

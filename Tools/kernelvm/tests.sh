@@ -24,6 +24,9 @@ missing_adapter_hci1
 permission_denied
 sudo_drops_privileges
 sudo_sigkill_still_restores
+@CassarTech:pycom:secure=enc
+pair_protected_pycom
+bonded_pycom_encrypts
 @CassarTech:particle
 set_particle
 get_particle
@@ -213,6 +216,29 @@ test_set_pycom() {
     host 5 '{"event":"state","device":"CassarTech","profile":"pycom","rgb":[255,0,0]}'
     host 2 '{"event":"write","device":"CassarTech","op":"request"}'
     host 5 '{"event":"disconnected","device":"CassarTech","reason":19}'
+    adapter_is up
+}
+
+# Pairing over the kernel's user channel: the LED characteristics need an
+# encrypted link; Bumble's SMP judges attled's confirm and DHKey Check values.
+test_pair_protected_pycom() {
+    att -i hci0 --name CassarTech --rgb 0,255,0
+    want_rc 0
+    want_err 'attled: pair'
+    host 5 '{"event":"pairing","device":"CassarTech","result":"complete","sc":true}'
+    host 5 '{"event":"state","device":"CassarTech","rgb":[0,255,0]}'
+    adapter_is up
+}
+
+# The next run encrypts with the stored bond (the virtual controller compares
+# the LTK) and does not pair again.
+test_bonded_pycom_encrypts() {
+    att -i hci0 --name CassarTech --rgb 0,0,255
+    want_rc 0
+    want_err 'with the stored bond'
+    host 5 '{"event":"encryption","device":"CassarTech","enabled":true,"during_pairing":false}'
+    host 5 '{"event":"state","device":"CassarTech","rgb":[0,0,255]}'
+    host_none 1 '{"event":"pairing"}'
     adapter_is up
 }
 
