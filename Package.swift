@@ -3,6 +3,12 @@
 // and the LED command-line tool built on it. Targets follow the stack's layers;
 // dependencies point only downward.
 import PackageDescription
+import Foundation
+
+// `attled gateway` links libmosquitto, which Debian ships as a shared library
+// only. ATTLED_NO_MQTT=1 builds attled without the gateway, for the fully
+// static (-static-executable) build the kernel VM runs.
+let withGateway = ProcessInfo.processInfo.environment["ATTLED_NO_MQTT"] == nil
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
@@ -40,7 +46,12 @@ let package = Package(
         // The facade: open, scan, connect, a GATT client per link; re-exports the layers.
         .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "LEDProfile", "BLESMP"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.
-        .target(name: "AttledCLI", dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"], swiftSettings: strict),
+        // Linux's epoll header (the gateway's wake-up set).
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
+        .target(name: "AttledCLI",
+                dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
+                    + (withGateway ? ["BLEMQTT", "CEpoll"] : []),
+                swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
         .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),

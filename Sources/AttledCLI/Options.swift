@@ -7,7 +7,7 @@ import BLETrace
 /// values parse themselves; usage errors exit 64 with the usage line.
 public struct Options: Sendable {
     public enum Command: String, Sendable, CaseIterable {
-        case set, scan, get, send, listen, gatt, read, write, ui, decode, bonds, help, version
+        case set, scan, get, send, listen, gatt, read, write, ui, decode, bonds, gateway, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
     /// When attled pairs or encrypts.
@@ -65,6 +65,17 @@ public struct Options: Sendable {
     public var traceKeys = false
     /// `bonds --remove ADDR`.
     public var removeBond: DeviceAddress? = nil
+    /// gateway: `--mqtt HOST[:PORT]`.
+    public var mqttHost = ""
+    public var mqttPort = 1883
+    public var mqttUser: String? = nil
+    public var mqttPasswordFile: String? = nil
+    public var mqttTLSCA: String? = nil
+    public var topicPrefix = "attled"
+    public var discoveryPrefix = "homeassistant"
+    public var gatewayID = "gateway"
+    /// gateway: at most this many links (default: what the controller holds).
+    public var maxLinks: Int? = nil
 
     public init() {}
 }
@@ -110,7 +121,7 @@ public enum CharacteristicRef: Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum Usage {
-    public static let line = "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
+    public static let line = "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|gateway|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]"
 
     public static let help = """
     \(line)
@@ -133,6 +144,9 @@ public enum Usage {
       ui                full-screen colour sliders (harness: buttons), reconnecting as needed
       scan              list advertising devices
       bonds [--remove ADDR]  list the stored bonds (pairing keys), or remove one
+      gateway --mqtt HOST[:PORT]
+                        bridge the LED devices around to MQTT and Home Assistant (discovery,
+                        commands, state, availability); runs until SIGINT/SIGTERM
       decode FILE       decode a btsnoop capture (- for stdin)
 
     Transport (default hci0; also ATTLED_TRANSPORT in the environment):
@@ -171,6 +185,12 @@ public enum Usage {
                              Insufficient Authentication/Encryption or sends a Security Request,
                              and encrypts up front with a stored bond
       --no-repair            when the device has forgotten the bond, fail instead of pairing again
+      --mqtt-user U, --mqtt-password-file F, --mqtt-tls-ca PEM
+                             gateway: broker credentials (the password from a file) and TLS
+      --topic-prefix P       gateway: topic prefix (default attled)
+      --discovery-prefix P   gateway: Home Assistant discovery prefix (default homeassistant)
+      --gateway-id ID        gateway: this gateway's id in topics (default gateway)
+      --max-links N          gateway: at most N links at once
       --json                 machine-readable output on stdout
       --quiet, -q            no progress lines on stderr
       --trace[=hex|=keys]    decode every packet on stderr (=hex adds raw bytes; keys are
@@ -231,6 +251,26 @@ extension Options {
                 guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--name must be 1 to 248 bytes") }
                 o.names.append(v)
             case "--service": o.service = try uuid(flag, try value(flag, inline))
+            case "--mqtt":
+                let v = try value(flag, inline)
+                var host = v, port = 1883
+                if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.contains("]:") {
+                    guard let p = Int(v[v.index(after: c)...]), (1...65535).contains(p) else { throw UsageError("--mqtt: '\(v)' is not HOST[:PORT]") }
+                    host = String(v[..<c]); port = p
+                }
+                host = String(host.filter { $0 != "[" && $0 != "]" })
+                guard !host.isEmpty else { throw UsageError("--mqtt: '\(v)' has no host") }
+                o.mqttHost = host; o.mqttPort = port
+            case "--mqtt-user": o.mqttUser = try value(flag, inline)
+            case "--mqtt-password-file": o.mqttPasswordFile = try value(flag, inline)
+            case "--mqtt-tls-ca": o.mqttTLSCA = try value(flag, inline)
+            case "--topic-prefix": o.topicPrefix = try value(flag, inline)
+            case "--discovery-prefix": o.discoveryPrefix = try value(flag, inline)
+            case "--gateway-id": o.gatewayID = try value(flag, inline)
+            case "--max-links":
+                let v = try value(flag, inline)
+                guard let n = Int(v), n > 0 else { throw UsageError("--max-links: '\(v)' is not a positive number") }
+                o.maxLinks = n
             case "--pair": o.pair = .always
             case "--no-pair": o.pair = .never
             case "--no-repair": o.noRepair = true
@@ -336,10 +376,16 @@ extension Options {
             if value == nil { throw UsageError("write needs --value HEX") }
         case .decode:
             if files.count != 1 { throw UsageError("decode needs one FILE (or - for stdin)") }
+        case .gateway:
+            if mqttHost.isEmpty { throw UsageError("gateway needs --mqtt HOST[:PORT] (the MQTT broker)") }
         default: break
         }
         if withoutResponse && command != .write { throw UsageError("--without-response only applies to write") }
         if removeBond != nil && command != .bonds { throw UsageError("--remove only applies to bonds") }
+        if command != .gateway && (!mqttHost.isEmpty || mqttUser != nil || mqttPasswordFile != nil || mqttTLSCA != nil || maxLinks != nil) {
+            throw UsageError("--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca and --max-links only apply to gateway")
+        }
+        if mqttPasswordFile != nil && mqttUser == nil { throw UsageError("--mqtt-password-file needs --mqtt-user") }
         if pair == .always && noRepair { throw UsageError("--pair and --no-repair exclude each other") }
         if values && command != .gatt { throw UsageError("--values only applies to gatt") }
         if names.count + addresses.count > 1 && (isGeneric || [.gatt, .ui].contains(command)) {

@@ -31,6 +31,8 @@ final class Session {
     var sigintIsSuccess = false
     /// A run whose output was its JSON lines (a general listen): no summary object on success.
     var quietSuccess = false
+    /// The loop's wake-up source: the signal pipe, or the gateway's epoll set.
+    var wake: Wake = .signals
 
     static let defaultTimeoutMs = 20_000
     static let defaultScanMs = 10_000
@@ -63,8 +65,23 @@ final class Session {
             if opts.command == .ui && (isatty(0) != 1 || isatty(1) != 1) {
                 throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
             }
+            #if ATTLED_GATEWAY
+            var gateway: Gateway? = nil
+            if opts.command == .gateway {
+                let g = try Gateway(self)
+                gateway = g
+                wake = g.wake
+            }
+            #else
+            if opts.command == .gateway {
+                throw RunError("this attled was built without the gateway (ATTLED_NO_MQTT): build it with libmosquitto-dev", .unavailable)
+            }
+            #endif
             try open()
             switch opts.command {
+            #if ATTLED_GATEWAY
+            case .gateway: try gateway?.run()
+            #endif
             case .scan: sigintIsSuccess = true; try scanJob()
             case .gatt, .read, .write: try GATTTool(self).run()
             case .listen where opts.isGeneric: try GATTTool(self).run()
@@ -151,7 +168,7 @@ final class Session {
         }
         report.begin(.initialise)
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let s = try BLEStack(transport: t, wake: .signals, observers: observers)
+        let s = try BLEStack(transport: t, wake: wake, observers: observers)
         stack = s
         let i = s.info
         s.central.useExtendedCommands = opts.extendedScan && i.supportsExtendedScanning

@@ -1,0 +1,443 @@
+#if ATTLED_GATEWAY
+#if canImport(Glibc)
+import Glibc
+#endif
+import Attled
+import BLEMQTT
+import CEpoll
+
+/// `attled gateway`: keeps links to the LED devices around it and bridges
+/// them to an MQTT broker with Home Assistant's discovery convention.
+///
+/// One thread, one loop: the HCI host's `pump`. The broker's socket and the
+/// signal pipe are registered in an epoll set whose descriptor is the loop's
+/// wake-up source, so a command from the broker is handled as soon as it
+/// arrives and a write to one device never waits for another device or for
+/// the broker.
+final class Gateway {
+    let s: Session
+    let opts: Options
+    let topics: HATopics
+    let resolver: LEDResolver
+    private(set) var mqtt: MQTTClient?
+    private let epfd: Int32
+    private var registeredFD: Int32 = -1
+    private var registeredEvents: UInt32 = 0
+    private var mqttBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+    private var mqttRetry: HostToken?
+    private var devices: [BDAddress: GatewayDevice] = [:]
+    private var connecting: GatewayDevice?
+    private var stopping = false
+    /// The loop's wake-up source: the epoll set (signals and the broker).
+    var wake: Wake {
+        Wake(fd: epfd, drain: { [weak self] in self?.drainEpoll() }, interruption: { SignalWatch.received })
+    }
+
+    /// - Throws: `RunError` (usage) for bad prefixes or an unreadable password file.
+    init(_ s: Session) throws {
+        self.s = s
+        self.opts = s.opts
+        do {
+            topics = try HATopics(topicPrefix: opts.topicPrefix, discoveryPrefix: opts.discoveryPrefix, gatewayID: opts.gatewayID)
+        } catch {
+            throw RunError("\(error)", .usage)
+        }
+        resolver = LEDResolver(cache: s.cache, explicitProfile: nil, trustCache: false)
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        if epfd < 0 { throw RunError("epoll_create1: \(String(cString: strerror(errno)))", .failure) }
+        if SignalWatch.wakeFD >= 0 { add(SignalWatch.wakeFD, UInt32(EPOLLIN.rawValue)) }
+    }
+
+    deinit { close(epfd) }
+
+    // MARK: run
+
+    /// Runs until SIGINT or SIGTERM (exit 0), or the controller fails.
+    /// - Throws: `HCIError`, `RunError`.
+    func run() throws {
+        guard let stack = s.stack else { return }
+        try startMQTT()
+        stack.central.onDeviceUpdate = { [weak self] d, _ in self?.heard(d) }
+        stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
+        schedulePeriodic(stack.host)
+        ensureScanning()
+        log("gateway: started on \(s.transport?.name ?? "?"), broker \(opts.mqttHost):\(opts.mqttPort), topics \(topics.topicPrefix)/…, discovery \(topics.discoveryPrefix)/…")
+        do {
+            _ = try stack.host.pump(until: .distantFuture) { false }
+        } catch HCIError.interrupted {
+            stopping = true
+            log("gateway: stopping")
+            shutdownMQTT(stack.host)
+            s.sigintIsSuccess = true
+            s.quietSuccess = true
+            throw HCIError.interrupted(signal: SIGINT)
+        }
+    }
+
+    func log(_ line: String) { Console.err("attled: " + line) }
+
+    // MARK: MQTT
+
+    private func startMQTT() throws {
+        var password: String? = nil
+        if let f = opts.mqttPasswordFile {
+            guard let raw = FileDescriptor.readFile(f, limit: 4096) else {
+                throw RunError("cannot read --mqtt-password-file \(f): \(String(cString: strerror(errno)))", .usage)
+            }
+            var text = String(decoding: raw, as: UTF8.self)
+            while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+            password = text
+        }
+        let will = MQTTWill(topic: topics.gatewayAvailability, payload: Array(HomeAssistant.offline.utf8), qos: .atLeastOnce, retain: true)
+        let o = MQTTOptions(host: opts.mqttHost, port: opts.mqttPort, clientID: "attled-\(topics.gatewayID)-\(getpid())",
+                            username: opts.mqttUser, password: password, tlsCAFile: opts.mqttTLSCA, keepalive: 30, will: will)
+        let c: MQTTClient
+        do { c = try MQTTClient(o) } catch { throw RunError("MQTT: \(error)", .usage) }
+        mqtt = c
+        c.onConnect = { [weak self] ack in self?.brokerConnected(ack) }
+        c.onDisconnect = { [weak self] code in self?.brokerLost(code) }
+        c.onMessage = { [weak self] topic, payload, _ in self?.message(topic, payload) }
+        connectBroker(first: true)
+    }
+
+    private func connectBroker(first: Bool) {
+        guard let c = mqtt, !stopping else { return }
+        do {
+            if first { try c.connect() } else { try c.reconnect() }
+        } catch {
+            log("gateway: MQTT: \(error)")
+            scheduleBrokerRetry()
+        }
+        syncEpoll()
+    }
+
+    private func scheduleBrokerRetry() {
+        guard let h = s.host, mqttRetry == nil, !stopping else { return }
+        let ms = mqttBackoff.next()
+        log("gateway: MQTT: reconnecting in \(ms) ms")
+        mqttRetry = h.schedule(afterMs: ms) { [weak self] in
+            self?.mqttRetry = nil
+            self?.connectBroker(first: false)
+        }
+    }
+
+    private func brokerConnected(_ ack: MQTTConnack) {
+        guard ack.isAccepted else {
+            log("gateway: MQTT: the broker refused the connection: \(ack)")
+            scheduleBrokerRetry()
+            return
+        }
+        mqttBackoff.reset()
+        log("gateway: MQTT: connected to \(opts.mqttHost):\(opts.mqttPort)")
+        publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
+        for t in [topics.homeAssistantStatus, "\(topics.topicPrefix)/+/set", "\(topics.topicPrefix)/+/button1", "\(topics.topicPrefix)/+/button2"] {
+            do { try mqtt?.subscribe(topic: t, qos: .atLeastOnce) } catch { log("gateway: MQTT: subscribe \(t): \(error)") }
+        }
+        // Everything again: the broker may have lost retained messages.
+        for d in devices.values where d.ha != nil { announce(d) }
+        syncEpoll()
+    }
+
+    private func brokerLost(_ code: MosquittoCode) {
+        guard !stopping else { return }
+        log("gateway: MQTT: connection lost (\(code))")
+        syncEpoll()
+        scheduleBrokerRetry()
+    }
+
+    private func publish(_ topic: String, _ text: String, retain: Bool) {
+        guard let c = mqtt, c.state == .connected else { return }
+        do { _ = try c.publish(topic: topic, text: text, qos: .atLeastOnce, retain: retain) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
+        syncEpoll()
+    }
+
+    private func publish(_ m: HAMessage) {
+        guard let c = mqtt, c.state == .connected else { return }
+        do { _ = try c.publish(topic: m.topic, payload: m.payloadBytes, qos: .atLeastOnce, retain: m.retain) } catch { log("gateway: MQTT: publish \(m.topic): \(error)") }
+        syncEpoll()
+    }
+
+    private func shutdownMQTT(_ h: HCIHost) {
+        guard let c = mqtt, c.state == .connected else { return }
+        for d in devices.values where d.ha != nil { publish(topics.availability(d.ha!), HomeAssistant.offline, retain: true) }
+        publish(topics.gatewayAvailability, HomeAssistant.offline, retain: true)
+        try? c.disconnect()
+        // Let libmosquitto write what is queued (bounded).
+        _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.state != .connected || !c.wantsWrite }
+    }
+
+    // MARK: the epoll set
+
+    private func add(_ fd: Int32, _ events: UInt32) {
+        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
+    }
+
+    /// Keeps the broker's socket (it changes on reconnect) and its POLLOUT
+    /// interest in the epoll set.
+    func syncEpoll() {
+        let fd = mqtt?.socket ?? -1
+        let want = UInt32(EPOLLIN.rawValue) | ((mqtt?.wantsWrite ?? false) ? UInt32(EPOLLOUT.rawValue) : 0)
+        if fd != registeredFD {
+            if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil) }
+            registeredFD = fd
+            registeredEvents = 0
+            if fd >= 0 { add(fd, want); registeredEvents = want }
+        } else if fd >= 0 && want != registeredEvents {
+            var ev = epoll_event(events: want, data: epoll_data_t(fd: fd))
+            _ = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev)
+            registeredEvents = want
+        }
+    }
+
+    private func drainEpoll() {
+        var events = [epoll_event](repeating: epoll_event(), count: 8)
+        let n = epoll_wait(epfd, &events, 8, 0)
+        guard n > 0 else { return }
+        for e in events.prefix(Int(n)) {
+            let fd = e.data.fd
+            if fd == SignalWatch.wakeFD { SignalWatch.drain(); continue }
+            guard let c = mqtt, fd == c.socket else { continue }
+            if e.events & UInt32(EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { c.handleReadable() }
+            if e.events & UInt32(EPOLLOUT.rawValue) != 0, c.socket >= 0 { c.handleWritable() }
+        }
+        syncEpoll()
+    }
+
+    private func schedulePeriodic(_ h: HCIHost) {
+        _ = h.schedule(afterMs: 500) { [weak self] in
+            guard let self else { return }
+            self.mqtt?.periodic()
+            self.syncEpoll()
+            self.ensureScanning()
+            self.schedulePeriodic(h)
+        }
+    }
+
+    // MARK: devices
+
+    /// Whether the gateway adopts `d`: one of the targets, or (without
+    /// targets) any device advertising a known LED service.
+    private func wanted(_ d: DiscoveredDevice) -> Bool {
+        if opts.names.isEmpty && opts.addresses.isEmpty { return LEDProfile.detect(d.serviceUUIDs) != nil }
+        if opts.addresses.contains(where: { $0.address == d.address.address }) { return true }
+        guard let n = d.name else { return false }
+        return opts.names.contains(n)
+    }
+
+    private func heard(_ d: DiscoveredDevice) {
+        guard !stopping, d.connectable, wanted(d) else { return }
+        let dev = devices[d.address.address] ?? {
+            let g = GatewayDevice(address: d.address)
+            devices[d.address.address] = g
+            return g
+        }()
+        if let n = d.name { dev.name = n }
+        dev.advertised = d.serviceUUIDs
+        tryConnect(dev)
+    }
+
+    private var linkCount: Int { devices.values.filter { $0.link != nil }.count }
+
+    private func tryConnect(_ dev: GatewayDevice) {
+        guard let stack = s.stack, connecting == nil, dev.link == nil, Instant.now() >= dev.notBefore else { return }
+        if let max = opts.maxLinks, linkCount >= max { return }
+        connecting = dev
+        dev.attempts += 1
+        // One connection attempt at a time, and no scan beside it.
+        let scanStop: Future<Void> = stack.central.isScanning ? stack.central.stopScanning() : .done
+        scanStop.recover { _ in .done }
+            .flatMap { stack.startConnect(to: dev.address, timeoutMs: 3000, parameters: .oneShot) }
+            .whenComplete { [weak self] r in
+                guard let self else { return }
+                self.connecting = nil
+                switch r {
+                case .success(let link): self.linkUp(dev, link)
+                case .failure(let e):
+                    dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
+                    self.log("gateway: \(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
+                }
+                self.ensureScanning()
+            }
+    }
+
+    /// Scans while some wanted device may be out there and no connection is pending.
+    func ensureScanning() {
+        guard let stack = s.stack, !stopping, connecting == nil, !stack.central.isScanning else { return }
+        if let max = opts.maxLinks, linkCount >= max { return }
+        stack.central.startScanning(active: true).whenFailure { [weak self] e in self?.log("gateway: scan: \(e)") }
+    }
+
+    private func linkUp(_ dev: GatewayDevice, _ link: Link) {
+        dev.link = link
+        link.bearer.transactionTimeoutMs = 3000
+        log("gateway: \(dev.label): connected (handle 0x\(Hex.int(link.connection.handle, width: 4)))")
+        let report = Report(prefix: "gateway: \(dev.label): ", quiet: !(opts.trace != .off))
+        let sec = Securer(opts: opts, store: s.bonds, report: report)
+        sec.attach(link)
+        dev.securer = sec
+        sec.upFront(link)
+            .flatMap { [self] in resolver.start(link.gatt, peer: link.peer, advertised: dev.advertised, deviceName: dev.label, report: report) }
+            .flatMap { [self] (led, _) -> Future<Void> in
+                dev.led = led
+                return prepare(dev, link, led, sec)
+            }
+            .whenComplete { [weak self] r in
+                guard let self else { return }
+                switch r {
+                case .success:
+                    dev.attempts = 0
+                    dev.backoff.reset()
+                    self.log("gateway: \(dev.label): ready (\(dev.led?.profile.name ?? "?"))")
+                    self.announce(dev)
+                    self.flush(dev)
+                case .failure(let e):
+                    self.log("gateway: \(dev.label): setup failed: \(classify(e).message); disconnecting")
+                    _ = link.startDisconnect()
+                }
+            }
+    }
+
+    /// Reads the colour back (lights) or subscribes to notifications (harness).
+    private func prepare(_ dev: GatewayDevice, _ link: Link, _ led: ResolvedLED, _ sec: Securer) -> Future<Void> {
+        let kind: HADevice.Kind = led.profile.isRGB ? .light : .harness
+        do { dev.ha = try HADevice(id: dev.address.address.description, name: dev.name ?? dev.address.address.description, model: led.profile.name, kind: kind) }
+        catch { return Future(error: RunError("\(error)", .failure)) }
+        if led.profile.isRGB {
+            guard led.rgb?.allSatisfy({ $0.properties.contains(.read) }) == true else { return .done }
+            return sec.retrying(link) { LEDOperations.startReadColour(link.gatt, led) }.map { rgb in
+                if dev.light == nil { dev.light = LightState.readBack(LightColor(rgb.r, rgb.g, rgb.b)) }
+            }
+        }
+        guard let n = led.notifier, n.properties.contains(.notify) || n.properties.contains(.indicate) else { return .done }
+        link.bearer.onNotification = { [weak self] hv in
+            guard let self, hv.handle == n.valueHandle, let ha = dev.ha else { return }
+            self.publish(self.topics.notifications(ha), HomeAssistant.notificationText(hv.value), retain: false)
+        }
+        return sec.retrying(link) { link.gatt.startSubscribe(n, indications: !n.properties.contains(.notify)) }
+    }
+
+    /// Discovery configs, availability and state of a ready device.
+    private func announce(_ dev: GatewayDevice) {
+        guard let ha = dev.ha else { return }
+        for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
+        publish(topics.availability(ha), dev.link != nil && dev.led != nil ? HomeAssistant.online : HomeAssistant.offline, retain: true)
+        if let l = dev.light { publish(l.stateMessage(ha, topics: topics)) }
+    }
+
+    private func linkDown(_ peer: DeviceAddress, reason: HCIStatus?) {
+        guard let dev = devices[peer.address], dev.link != nil else { return }
+        dev.link = nil
+        dev.led = nil
+        dev.writing = false
+        dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
+        log("gateway: \(dev.label): disconnected; unavailable until it advertises again")
+        if let ha = dev.ha { publish(topics.availability(ha), HomeAssistant.offline, retain: true) }
+        ensureScanning()
+    }
+
+    // MARK: commands
+
+    private func message(_ topic: String, _ payload: [UInt8]) {
+        if topic == topics.homeAssistantStatus {
+            if HomeAssistant.isBirth(payload) {
+                log("gateway: Home Assistant is online: publishing the discovery configs again")
+                publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
+                for d in devices.values where d.ha != nil { announce(d) }
+            }
+            return
+        }
+        guard let dev = devices.values.first(where: { d in d.ha.map { topic.hasPrefix(topics.base($0) + "/") } ?? false }),
+              let ha = dev.ha else {
+            log("gateway: ignored a message on \(topic): no such device")
+            return
+        }
+        if topic == topics.command(ha) {
+            guard ha.kind == .light else { return }
+            let cmd: LightCommand
+            do { cmd = try LightCommand.parse(payload) } catch {
+                log("gateway: \(dev.label): ignored a command: \(error)")
+                return
+            }
+            let base = dev.wanted ?? dev.light ?? .initial
+            dev.wanted = base.applying(cmd)
+            dev.commandAt = Instant.now()
+            flush(dev)
+        } else if let button = HomeAssistant.buttonPress(topic: topic, payload: payload, device: ha, topics: topics) {
+            press(dev, button)
+        }
+    }
+
+    /// Writes the latest wanted state, one write in flight per device.
+    private func flush(_ dev: GatewayDevice) {
+        guard let link = dev.link, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
+        dev.wanted = nil
+        dev.writing = true
+        let c = want.deviceColor
+        let started = dev.commandAt
+        let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
+        (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in
+            guard let self else { return }
+            dev.writing = false
+            switch r {
+            case .success:
+                dev.light = want
+                self.publish(want.stateMessage(ha, topics: self.topics))
+                if self.opts.trace != .off, let t = started {
+                    self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
+                }
+            case .failure(let e):
+                self.log("gateway: \(dev.label): write failed: \(classify(e).message)")
+                if dev.wanted == nil { dev.wanted = want } // retried when the link is back
+            }
+            self.flush(dev)
+        }
+    }
+
+    private func press(_ dev: GatewayDevice, _ b: HarnessButton) {
+        guard let link = dev.link, let led = dev.led, let cmd = led.command, let h = s.host else {
+            log("gateway: \(dev.label): button \(b.rawValue) pressed while not connected: ignored")
+            return
+        }
+        log("gateway: \(dev.label): button \(b.rawValue)")
+        _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
+        _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
+            guard dev.link === link else { return }
+            LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenFailure { e in
+                self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)")
+            }
+        }
+    }
+}
+
+/// One LED device the gateway looks after.
+final class GatewayDevice {
+    let address: DeviceAddress
+    var name: String?
+    var advertised: [BluetoothUUID] = []
+    var link: Link?
+    var led: ResolvedLED?
+    var securer: Securer?
+    var ha: HADevice?
+    /// What the device has (read back on connect, then what was written).
+    var light: LightState?
+    /// The latest state asked for and not yet written (commands coalesce here).
+    var wanted: LightState?
+    var commandAt: Instant?
+    var writing = false
+    var attempts = 0
+    /// Paces reconnection: scan with backoff, not a storm.
+    var backoff = Backoff(initialMs: 500, maxMs: 30_000)
+    /// No connection attempt before this (backoff after a failure or a disconnection).
+    var notBefore = Instant.now()
+
+    init(address: DeviceAddress) { self.address = address }
+
+    var label: String { name.map { "\($0) (\(address.address))" } ?? address.address.description }
+}
+
+extension Instant {
+    /// "in 1234 ms" from now, for log lines.
+    var msUntilNowString: String { "in \(Instant.now().msUntil(self)) ms" }
+}
+#endif
