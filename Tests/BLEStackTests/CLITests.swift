@@ -155,6 +155,38 @@ struct OptionsTests {
         #expect(throws: UsageError.self) { try parse(line) }
     }
 
+    @Test("gateway: --mqtt HOST[:PORT] and its options")
+    func gatewayOptions() throws {
+        let g = try parse("gateway --mqtt broker.lan:8883 --mqtt-user u --mqtt-password-file /run/pw --mqtt-tls-ca /etc/ca.pem --topic-prefix home --discovery-prefix ha --gateway-id gw2 --max-links 3 --name Lamp1")
+        #expect(g.command == .gateway && g.mqttHost == "broker.lan" && g.mqttPort == 8883)
+        #expect(g.mqttUser == "u" && g.mqttPasswordFile == "/run/pw" && g.mqttTLSCA == "/etc/ca.pem")
+        #expect(g.topicPrefix == "home" && g.discoveryPrefix == "ha" && g.gatewayID == "gw2" && g.maxLinks == 3 && g.names == ["Lamp1"])
+        let d = try parse("gateway --mqtt 127.0.0.1")
+        #expect(d.mqttPort == 1883 && d.topicPrefix == "attled" && d.discoveryPrefix == "homeassistant" && d.maxLinks == nil)
+        #expect(try parse("gateway --mqtt [::1]:1884").mqttHost == "::1")
+    }
+
+    @Test("gateway options are refused where they do not apply", arguments: [
+        "gateway", "gateway --mqtt", "gateway --mqtt host:0", "gateway --mqtt host:x", "gateway --mqtt :1883",
+        "--rgb red --mqtt host", "get --max-links 2", "gateway --mqtt h --mqtt-password-file /pw", "gateway --mqtt h --max-links 0",
+    ])
+    func gatewayUsage(line: String) {
+        #expect(throws: UsageError.self) { try parse(line) }
+    }
+
+    @Test("pairing options: --pair, --no-pair, --no-repair, --trace=keys, bonds --remove")
+    func pairingOptions() throws {
+        #expect(try parse("--rgb red --pair").pair == .always)
+        #expect(try parse("--rgb red --no-pair --no-repair").pair == .never)
+        let t = try parse("get --trace=keys")
+        #expect(t.trace == .decoded && t.traceKeys)
+        let b = try parse("bonds --remove C0:11:22:33:44:55,public")
+        #expect(b.command == .bonds && b.removeBond == DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .public))
+        for bad in ["--rgb red --pair --no-repair", "get --remove C0:11:22:33:44:55", "bonds --remove nonsense", "get --trace=key"] {
+            #expect(throws: UsageError.self) { try parse(bad) }
+        }
+    }
+
     @Test("usage error messages say what was wrong")
     func usageMessages() {
         func message(_ line: String) -> String? {
