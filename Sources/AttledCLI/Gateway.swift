@@ -288,6 +288,7 @@ final class Gateway {
                 case .success:
                     dev.attempts = 0
                     dev.backoff.reset()
+                    self.armIdle(dev)
                     self.log("gateway: \(dev.label): ready (\(dev.led?.profile.name ?? "?"))")
                     self.announce(dev)
                     self.flush(dev)
@@ -330,10 +331,39 @@ final class Gateway {
         dev.link = nil
         dev.led = nil
         dev.writing = false
+        dev.idle = false
+        if let t = dev.idleTimer, let h = s.host { h.cancel(t) }
+        dev.idleTimer = nil
         dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
         log("gateway: \(dev.label): disconnected; unavailable until it advertises again")
         if let ha = dev.ha { publish(topics.availability(ha), HomeAssistant.offline, retain: true) }
         ensureScanning()
+    }
+
+    // MARK: connection interval policy (PROTOCOL.md, "Connection parameters")
+
+    /// A link quiet for this long moves to the `idle` parameters.
+    static let idleAfterMs = 10_000
+
+    /// (Re)starts the quiet timer; when it fires, LE Connection Update to `idle`.
+    private func armIdle(_ dev: GatewayDevice) {
+        guard let h = s.host else { return }
+        if let t = dev.idleTimer { h.cancel(t) }
+        dev.idleTimer = h.schedule(afterMs: Self.idleAfterMs) { [weak self] in
+            dev.idleTimer = nil
+            self?.setInterval(dev, idle: true)
+        }
+    }
+
+    /// Asks the controller for the `idle` or `oneShot` parameters; writes go on meanwhile.
+    private func setInterval(_ dev: GatewayDevice, idle: Bool) {
+        guard let link = dev.link, let h = s.host, dev.idle != idle else { return }
+        dev.idle = idle
+        let p: ConnectionParameters = idle ? .idle : .oneShot
+        h.submit(LEConnectionUpdate(handle: link.connection.handle, parameters: p).command).whenFailure { [weak self] e in
+            self?.log("gateway: \(dev.label): connection update to \(idle ? "idle" : "active") parameters refused: \(e)")
+        }
+        if opts.trace != .off { log("gateway: \(dev.label): \(idle ? "quiet: relaxing the connection interval" : "active: short connection interval")") }
     }
 
     // MARK: commands
@@ -371,6 +401,8 @@ final class Gateway {
     /// Writes the latest wanted state, one write in flight per device.
     private func flush(_ dev: GatewayDevice) {
         guard let link = dev.link, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
+        setInterval(dev, idle: false)
+        armIdle(dev)
         dev.wanted = nil
         dev.writing = true
         let c = want.deviceColor
@@ -400,6 +432,8 @@ final class Gateway {
             return
         }
         log("gateway: \(dev.label): button \(b.rawValue)")
+        setInterval(dev, idle: false)
+        armIdle(dev)
         _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
         _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
             guard dev.link === link else { return }
@@ -425,6 +459,9 @@ final class GatewayDevice {
     var wanted: LightState?
     var commandAt: Instant?
     var writing = false
+    /// The link has the `idle` connection parameters.
+    var idle = false
+    var idleTimer: HostToken?
     var attempts = 0
     /// Paces reconnection: scan with backoff, not a storm.
     var backoff = Backoff(initialMs: 500, maxMs: 30_000)
