@@ -59,6 +59,15 @@ final class Gateway {
         try startMQTT()
         stack.central.onDeviceUpdate = { [weak self] d, _ in self?.heard(d) }
         stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
+        // A connection that completes after its attempt was given up (a
+        // controller that kept it pending, as Bumble's does after a cancel):
+        // adopt it when it is a device we want and have no link to.
+        stack.central.onUnrequestedConnection = { [weak self] c in
+            guard let self, let dev = self.devices[c.peer.address], dev.link == nil, self.connecting !== dev else { return false }
+            self.log("gateway: \(dev.label): a connection given up earlier completed: adopting it")
+            self.linkUp(dev, stack.attach(c))
+            return true
+        }
         schedulePeriodic(stack.host)
         ensureScanning()
         log("gateway: started on \(s.transport?.name ?? "?"), broker \(opts.mqttHost):\(opts.mqttPort), topics \(topics.topicPrefix)/…, discovery \(topics.discoveryPrefix)/…")
