@@ -57,11 +57,13 @@ release: deps
 	swift build -c release --static-swift-stdlib -Xlinker -s
 	@ls -l .build/release/attled
 
-# attled against Bumble, side by side (see Tools/bench.py).
+# attled against Bumble, side by side (see Tools/bench.py): one-shot runs, 1 vs 3
+# devices, the binary, and the MQTT gateway against a Bumble+paho reference
+# (Tools/gatewaybench.py; needs the mosquitto broker from APT_PACKAGES).
 bench: setup release
 	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
-	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench
+	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench --json .build/bench.json
 
 # 500 runs in a row against the virtual devices (see Tools/soak.py).
 soak: setup build

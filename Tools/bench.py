@@ -29,7 +29,17 @@ before it asked for 7.5-15 ms. With several links the links run concurrently:
 the run's air time is the longest link's, "sum" adds them all.
 
 Then the release binary's size and start-up time, and parser throughput
-(attled-bench). --sections picks sections (default: all three).
+(attled-bench).
+
+Then "gateway" (issue 12, Tools/gatewaybench.py): `attled gateway` against a
+reference gateway written with Bumble's and paho's own APIs
+(Tools/gateway_reference.py), side by side on a private mosquitto: latency
+from MQTT publish to the device's last Write Request (p50/p90/p99/max over
+--gateway-n commands), and a burst of 200 commands (time to the last colour,
+writes after coalescing, ends on the last colour). Run it alone with
+`.venv/bin/python Tools/gatewaybench.py --attled .build/debug/attled`.
+
+--sections picks sections (default: all four).
 """
 
 from __future__ import annotations
@@ -337,7 +347,13 @@ def binary_section(args: argparse.Namespace, figures: dict) -> None:
         figures["parsers"] = out
 
 
-SECTIONS = ("compare", "multi", "binary")
+def gateway_section(args: argparse.Namespace, figures: dict) -> int:
+    """attled gateway against the Bumble-and-paho reference (Tools/gatewaybench.py); returns failures."""
+    import gatewaybench
+    return gatewaybench.run(gatewaybench.section_args(args.attled, args.gateway_n), figures)
+
+
+SECTIONS = ("compare", "multi", "binary", "gateway")
 
 
 def main() -> int:
@@ -347,7 +363,9 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=20, help="runs of each kind (default 20)")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated: compare (attled cold/warm vs Bumble), multi (1 vs 3 devices), "
-                         "binary (size, start-up, parsers); default: all")
+                         "binary (size, start-up, parsers), gateway (MQTT gateway latency vs a Bumble+paho "
+                         "reference); default: all")
+    ap.add_argument("--gateway-n", type=int, default=300, help="gateway: commands per gateway (default 300)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -369,6 +387,8 @@ def main() -> int:
             failed += multi_section(args, work, base_env, figures)
         if "binary" in sections:
             binary_section(args, figures)
+        if "gateway" in sections:
+            failed += gateway_section(args, figures)
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=1))
         return 0 if not failed else 1
