@@ -45,6 +45,7 @@ final class Gateway {
         resolver = LEDResolver(cache: s.cache, explicitProfile: nil, trustCache: false)
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         if epfd < 0 { throw RunError("epoll_create1: \(String(cString: strerror(errno)))", .failure) }
+        // Session.run installed the signal pipe before making the gateway.
         if SignalWatch.wakeFD >= 0 { add(SignalWatch.wakeFD, UInt32(EPOLLIN.rawValue)) }
     }
 
@@ -160,9 +161,12 @@ final class Gateway {
         syncEpoll()
     }
 
-    private func publish(_ m: HAMessage) {
+    /// Publishes `m`: QoS 1 for configs and availability, QoS 0 for states,
+    /// whose PUBACK would only add a round trip (and, with Nagle on the
+    /// broker's side, hold the next command back by a delayed ACK).
+    private func publish(_ m: HAMessage, qos: MQTTQoS = .atLeastOnce) {
         guard let c = mqtt, c.state == .connected else { return }
-        do { _ = try c.publish(topic: m.topic, payload: m.payloadBytes, qos: .atLeastOnce, retain: m.retain) } catch { log("gateway: MQTT: publish \(m.topic): \(error)") }
+        do { _ = try c.publish(topic: m.topic, payload: m.payloadBytes, qos: qos, retain: m.retain) } catch { log("gateway: MQTT: publish \(m.topic): \(error)") }
         syncEpoll()
     }
 
@@ -171,8 +175,11 @@ final class Gateway {
         for d in devices.values where d.ha != nil { publish(topics.availability(d.ha!), HomeAssistant.offline, retain: true) }
         publish(topics.gatewayAvailability, HomeAssistant.offline, retain: true)
         try? c.disconnect()
-        // Let libmosquitto write what is queued (bounded).
+        // Let libmosquitto write what is queued (bounded), then take the
+        // broker's socket out of the wake-up set: the clean-up that follows
+        // waits for the controller only.
         _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.state != .connected || !c.wantsWrite }
+        if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil); registeredFD = -1 }
     }
 
     // MARK: the epoll set
@@ -185,7 +192,7 @@ final class Gateway {
     /// Keeps the broker's socket (it changes on reconnect) and its POLLOUT
     /// interest in the epoll set.
     func syncEpoll() {
-        let fd = mqtt?.socket ?? -1
+        let fd = stopping ? -1 : (mqtt?.socket ?? -1)
         let want = UInt32(EPOLLIN.rawValue) | ((mqtt?.wantsWrite ?? false) ? UInt32(EPOLLOUT.rawValue) : 0)
         if fd != registeredFD {
             if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil) }
@@ -332,7 +339,7 @@ final class Gateway {
         guard let ha = dev.ha else { return }
         for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
         publish(topics.availability(ha), dev.link != nil && dev.led != nil ? HomeAssistant.online : HomeAssistant.offline, retain: true)
-        if let l = dev.light { publish(l.stateMessage(ha, topics: topics)) }
+        if let l = dev.light { publish(l.stateMessage(ha, topics: topics), qos: .atMostOnce) }
     }
 
     private func linkDown(_ peer: DeviceAddress, reason: HCIStatus?) {
@@ -423,7 +430,7 @@ final class Gateway {
             switch r {
             case .success:
                 dev.light = want
-                self.publish(want.stateMessage(ha, topics: self.topics))
+                self.publish(want.stateMessage(ha, topics: self.topics), qos: .atMostOnce)
                 if self.opts.trace != .off, let t = started {
                     self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
                 }

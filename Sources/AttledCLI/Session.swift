@@ -31,8 +31,9 @@ final class Session {
     var sigintIsSuccess = false
     /// A run whose output was its JSON lines (a general listen): no summary object on success.
     var quietSuccess = false
-    /// The loop's wake-up source: the signal pipe, or the gateway's epoll set.
-    var wake: Wake = .signals
+    /// The loop's wake-up source: the gateway's epoll set, else (nil) the
+    /// signal pipe, read when the stack is made (after `SignalWatch.install`).
+    var wake: Wake?
 
     static let defaultTimeoutMs = 20_000
     static let defaultScanMs = 10_000
@@ -168,7 +169,7 @@ final class Session {
         }
         report.begin(.initialise)
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let s = try BLEStack(transport: t, wake: wake, observers: observers)
+        let s = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers)
         stack = s
         let i = s.info
         s.central.useExtendedCommands = opts.extendedScan && i.supportsExtendedScanning

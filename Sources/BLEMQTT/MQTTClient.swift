@@ -268,6 +268,8 @@ public final class MQTTClient {
             guard let obj, let message else { return }
             Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().didReceive(message.pointee)
         }
+        // Commands are small and latency matters: no Nagle delay on our side.
+        try check("tcp_nodelay", mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1))
         if let user = options.username {
             try check("username_pw_set", mosquitto_username_pw_set(m, user, options.password))
         }

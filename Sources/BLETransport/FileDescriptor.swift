@@ -11,7 +11,8 @@ public enum FileDescriptor {
     public enum Readiness { case readable, woken, timeout }
 
     /// Waits until `fd` is readable, `wakeFD` (when not -1) is readable, or
-    /// `deadline` passes. A signal interrupting poll counts as woken.
+    /// `deadline` passes; `fd` wins when both are. A signal interrupting poll
+    /// counts as woken.
     /// - Throws: `Errno` carrying poll's errno for any failure other than EINTR.
     public static func wait(_ fd: Int32, wakeFD: Int32, until deadline: Instant) throws(Errno) -> Readiness {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
@@ -21,8 +22,11 @@ public enum FileDescriptor {
             if errno == EINTR { return .woken }
             throw Errno(errno)
         }
-        if wakeFD >= 0 && fds[1].revents != 0 { return .woken }
+        // The transport first: a wake-up source that stays readable (a busy
+        // socket in the gateway's wake-up set) must never starve the
+        // controller's packets; the wake-up is seen on the next wait.
         if fds[0].revents != 0 { return .readable }
+        if wakeFD >= 0 && fds[1].revents != 0 { return .woken }
         return .timeout
     }
 

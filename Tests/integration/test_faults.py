@@ -246,9 +246,10 @@ def test_illegal_connection_parameters_are_rejected(world, params):
     assert not w.find({"event": "conn_params"})
 
 
-def test_security_request_is_refused_and_job_continues(world):
+def test_security_request_is_refused_with_no_pair_and_job_continues(world):
+    # (Without --no-pair attled pairs instead: test_pairing.py.)
     w = world(devices=["CassarTech:pycom:security_request=1"])
-    r, took = timed(job(w))
+    r, took = timed(job(w, "--no-pair"))
     assert_job_done(w, r, took)
     smp = w.wait_event({"event": "smp", "device": "CassarTech"})
     assert smp["pdu"] == "0505"  # Pairing Failed, Pairing Not Supported
