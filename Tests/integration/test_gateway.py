@@ -1,0 +1,661 @@
+"""attled gateway against a real MQTT broker (Debian's mosquitto) and the virtual world.
+
+Each test starts its own mosquitto on a free loopback port (generated config,
+no persistence), a paho-mqtt client subscribed to ``#`` (MQTT 5 with
+retain-as-published, so a message's retain flag is the gateway's), a vworld
+and ``attled gateway``.  Every wait has a deadline; nothing synchronises by
+sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import ATTLED
+
+mqtt = pytest.importorskip("paho.mqtt.client")
+from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+from paho.mqtt.subscribeoptions import SubscribeOptions  # noqa: E402
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+PREFIX = "attled"
+DISCOVERY = "homeassistant"
+GATEWAY_AVAILABILITY = f"{PREFIX}/gateway/availability"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(MOSQUITTO), reason="mosquitto not installed (make test-deps)")
+
+
+def node(w, name: str) -> str:
+    """The gateway's node id of world device ``name``: its address, lower case, no colons."""
+    return w.device(name)["address"].replace(":", "").lower()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -----------------------------------------------------------------------------
+# The broker
+# -----------------------------------------------------------------------------
+class Broker:
+    """mosquitto on 127.0.0.1:port, started and stopped by the test."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.conf = workdir / "mosquitto.conf"
+        self.conf.write_text(
+            f"listener {self.port} 127.0.0.1\n"
+            "allow_anonymous true\n"
+            "persistence false\n"
+            "log_dest stderr\n"
+            "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n"
+        )
+        self.log = workdir / "mosquitto.log"
+        self.p: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 10) -> None:
+        log = open(self.log, "ab")  # noqa: SIM115 - handed to the child
+        self.p = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=log)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.p.poll() is not None:
+                raise AssertionError(f"mosquitto exited ({self.p.returncode}):\n{self.log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"mosquitto not listening on {self.port}:\n{self.log.read_text()}") from None
+                time.sleep(0.02)  # polling for the listener, not synchronising with the gateway
+
+    def kill(self) -> None:
+        """SIGKILL: no clean goodbye, retained messages lost (no persistence)."""
+        if self.p is not None and self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(5)
+
+    def stop(self) -> None:
+        if self.p is not None and self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(5)
+
+
+# -----------------------------------------------------------------------------
+# The watching client
+# -----------------------------------------------------------------------------
+@dataclass
+class Msg:
+    at: float  # time.monotonic() on arrival
+    topic: str
+    payload: bytes
+    retain: bool
+
+    @property
+    def text(self) -> str:
+        return self.payload.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.payload)
+
+
+class Watcher:
+    """paho-mqtt (callback API 2, MQTT 5) subscribed to ``#``; every message kept, in order."""
+
+    def __init__(self, port: int):
+        self.messages: list[Msg] = []
+        self.cond = threading.Condition()
+        self.connects = 0
+        self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gwtest-{os.getpid()}-{port}",
+                             protocol=mqtt.MQTTv5)
+        self.c.reconnect_delay_set(min_delay=0.1, max_delay=0.5)
+        self.c.on_connect = self._on_connect
+        self.c.on_message = self._on_message
+        self.c.connect("127.0.0.1", port, keepalive=30)
+        self.c.loop_start()
+        deadline = time.monotonic() + 10
+        with self.cond:
+            while self.connects == 0:
+                left = deadline - time.monotonic()
+                assert left > 0, "the test's MQTT client did not connect"
+                self.cond.wait(left)
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        if reason_code.is_failure:
+            return
+        # retainAsPublished: the retain flag as the gateway set it, also on live messages.
+        client.subscribe("#", options=SubscribeOptions(qos=1, retainAsPublished=True))
+        with self.cond:
+            self.connects += 1
+            self.cond.notify_all()
+
+    def _on_message(self, client, userdata, message):
+        with self.cond:
+            self.messages.append(Msg(time.monotonic(), message.topic, bytes(message.payload), bool(message.retain)))
+            self.cond.notify_all()
+
+    def mark(self) -> int:
+        with self.cond:
+            return len(self.messages)
+
+    def find(self, topic: str | None = None, pred=None, since: int = 0) -> list[Msg]:
+        with self.cond:
+            return [m for m in self.messages[since:]
+                    if (topic is None or m.topic == topic) and (pred is None or pred(m))]
+
+    def wait(self, topic: str | None = None, pred=None, since: int = 0, timeout: float = 10) -> Msg:
+        """The first message from index ``since`` on ``topic`` matching ``pred``."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for m in self.messages[since:]:
+                    if (topic is None or m.topic == topic) and (pred is None or pred(m)):
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    recent = "\n".join(f"  {m.topic} {'R ' if m.retain else ''}{m.text[:160]}"
+                                       for m in self.messages[-25:])
+                    raise AssertionError(f"no MQTT message on {topic!r} matching within {timeout} s; "
+                                         f"recent:\n{recent}")
+                self.cond.wait(left)
+
+    def wait_text(self, topic: str, text: str, since: int = 0, timeout: float = 10) -> Msg:
+        return self.wait(topic, lambda m: m.text == text, since, timeout)
+
+    def wait_connects(self, n: int, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while self.connects < n:
+                left = deadline - time.monotonic()
+                assert left > 0, f"the test's MQTT client did not reconnect ({self.connects} connects)"
+                self.cond.wait(left)
+
+    def publish(self, topic: str, payload: str | bytes, retain: bool = False) -> None:
+        info = self.c.publish(topic, payload, qos=1, retain=retain)
+        info.wait_for_publish(10)
+        assert info.is_published(), f"publish to {topic} not acknowledged"
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+# -----------------------------------------------------------------------------
+# The gateway process
+# -----------------------------------------------------------------------------
+class GatewayProcess:
+    """``attled gateway`` in the background, stderr collected line by line."""
+
+    def __init__(self, transport: str, port: int, extra: list[str]):
+        self.home = tempfile.mkdtemp(prefix="attled-gw-", dir="/tmp")
+        env = {**os.environ, "XDG_CACHE_HOME": f"{self.home}/cache", "XDG_STATE_HOME": f"{self.home}/state"}
+        self.args = [str(ATTLED), "gateway", "-i", transport, "--mqtt", f"127.0.0.1:{port}", *extra]
+        self.p = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.p.stderr is not None
+        for line in self.p.stderr:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+
+    @property
+    def stderr(self) -> str:
+        with self.cond:
+            return "\n".join(self.lines)
+
+    def count(self, text: str, since: int = 0) -> int:
+        with self.cond:
+            return sum(text in line for line in self.lines[since:])
+
+    def mark(self) -> int:
+        with self.cond:
+            return len(self.lines)
+
+    def wait_line(self, text, timeout: float = 10, since: int = 0, count: int = 1) -> str:
+        """The ``count``-th line from index ``since`` containing ``text`` (or for which ``text(line)`` is true)."""
+        test = text if callable(text) else (lambda line: text in line)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = [line for line in self.lines[since:] if test(line)]
+                if len(found) >= count:
+                    return found[count - 1]
+                left = deadline - time.monotonic()
+                if left <= 0 or self.p.poll() is not None:
+                    raise AssertionError(f"no{' ' + str(count) if count > 1 else ''} line containing {text!r} "
+                                         f"(exit {self.p.poll()}):\n" + "\n".join(self.lines[-60:]))
+                self.cond.wait(min(left, 0.2))
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 10) -> int:
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            code = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(5)
+            raise AssertionError(f"attled gateway still running {timeout} s after signal {sig}:\n{self.stderr}") from None
+        self.reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(5)
+        self.reader.join(5)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+@dataclass
+class Setup:
+    world: object
+    broker: Broker
+    mq: Watcher
+    gw: GatewayProcess
+
+    def node(self, name: str) -> str:
+        return node(self.world, name)
+
+    def topic(self, name: str, leaf: str) -> str:
+        return f"{PREFIX}/{self.node(name)}/{leaf}"
+
+    def light_config(self, name: str) -> str:
+        return f"{DISCOVERY}/light/attled_{self.node(name)}/light/config"
+
+    def wait_online(self, name: str, since: int = 0, timeout: float = 15) -> Msg:
+        return self.mq.wait_text(self.topic(name, "availability"), "online", since, timeout)
+
+    def command(self, name: str, payload: dict | str) -> None:
+        self.mq.publish(self.topic(name, "set"), payload if isinstance(payload, str) else json.dumps(payload))
+
+    def wait_state(self, name: str, want: dict, since: int = 0, timeout: float = 10) -> Msg:
+        """The first state message of ``name`` whose JSON has every key of ``want``."""
+        def ok(m: Msg) -> bool:
+            try:
+                doc = m.json()
+            except ValueError:
+                return False
+            return all(doc.get(k) == v for k, v in want.items())
+        return self.mq.wait(self.topic(name, "state"), ok, since, timeout)
+
+    def stop(self, sig: int = signal.SIGINT) -> None:
+        code = self.gw.stop(sig)
+        assert code == 0, f"attled gateway exited {code} on signal {sig}:\n{self.gw.stderr}"
+
+
+@pytest.fixture
+def gateway(request, world):
+    """Factory: ``gateway(devices=[...], args=[...])`` starts mosquitto, the
+    watching client, a world and ``attled gateway``; returns a ``Setup``.
+    Everything is stopped at teardown; on failure the gateway's stderr and the
+    broker's log are printed."""
+    workdir = Path(tempfile.mkdtemp(prefix="gw-", dir="/tmp"))
+    made: list[Setup] = []
+
+    def start(devices: list[str], args: list[str] = ()) -> Setup:
+        broker = Broker(workdir)
+        broker.start()
+        mq = Watcher(broker.port)
+        w = world(devices=devices)
+        gw = GatewayProcess(w.transport(), broker.port, list(args))
+        s = Setup(w, broker, mq, gw)
+        made.append(s)
+        return s
+
+    yield start
+
+    failed = any(getattr(request.node, f"rep_{when}", None) is not None
+                 and getattr(request.node, f"rep_{when}").failed for when in ("setup", "call"))
+    for s in made:
+        s.gw.kill()
+        s.mq.close()
+        s.broker.stop()
+        if failed:
+            print("--- attled gateway " + " ".join(s.gw.args[1:]) + ":\n" + s.gw.stderr)
+            print("--- mosquitto:\n" + (s.broker.log.read_text() if s.broker.log.exists() else ""))
+            print("--- MQTT messages:\n" + "\n".join(f"{m.at:.3f} {m.topic} {'R ' if m.retain else ''}{m.text[:200]}"
+                                                     for m in s.mq.messages))
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -----------------------------------------------------------------------------
+# Tests
+# -----------------------------------------------------------------------------
+def test_discovery_configs_availability_and_read_back_state(gateway):
+    s = gateway(["Lamp1:pycom:init=10,20,30", "Lamp2:particle:addr=C0:11:22:33:44:66,init=40,50,60", "H1:harness"])
+    w, mq = s.world, s.mq
+    gwa = mq.wait_text(GATEWAY_AVAILABILITY, "online", timeout=15)
+    assert gwa.retain
+
+    for name, model in (("Lamp1", "pycom"), ("Lamp2", "particle")):
+        n = s.node(name)
+        cfg_msg = mq.wait(s.light_config(name), timeout=15)
+        assert cfg_msg.retain, f"{name}: config not retained"
+        cfg = cfg_msg.json()
+        assert cfg["schema"] == "json"
+        assert cfg["supported_color_modes"] == ["rgb"]
+        assert cfg["brightness"] is True
+        assert cfg["command_topic"] == f"{PREFIX}/{n}/set"
+        assert cfg["state_topic"] == f"{PREFIX}/{n}/state"
+        assert cfg["unique_id"] == f"attled_{n}_light"
+        dev = cfg["device"]
+        assert dev["identifiers"] == [f"attled_{n}"]
+        assert dev["name"] == name and dev["model"] == model
+        assert dev["via_device"] == "attled_gateway"
+        assert dev["connections"] == [["bluetooth", w.device(name)["address"].lower()]]
+        assert [a["topic"] for a in cfg["availability"]] == [f"{PREFIX}/{n}/availability", GATEWAY_AVAILABILITY]
+        assert cfg["availability_mode"] == "all"
+        online = s.wait_online(name)
+        assert online.retain
+
+    # The state read back from the devices (init=R,G,B): on, full brightness, that colour.
+    st = s.wait_state("Lamp1", {"state": "ON"})
+    assert st.retain
+    assert st.json() == {"state": "ON", "color_mode": "rgb", "brightness": 255, "color": {"r": 10, "g": 20, "b": 30}}
+    assert s.wait_state("Lamp2", {"state": "ON"}).json()["color"] == {"r": 40, "g": 50, "b": 60}
+    assert s.node("Lamp2") == "c01122334466"
+
+    # The harness: two buttons (and the notification sensor), no light.
+    h = s.node("H1")
+    for b in (1, 2):
+        m = mq.wait(f"{DISCOVERY}/button/attled_{h}/button{b}/config", timeout=15)
+        assert m.retain
+        cfg = m.json()
+        assert cfg["command_topic"] == f"{PREFIX}/{h}/button{b}"
+        assert cfg["payload_press"] == "PRESS"
+        assert cfg["unique_id"] == f"attled_{h}_button{b}"
+        assert cfg["device"]["model"] == "harness"
+    sensor = mq.wait(f"{DISCOVERY}/sensor/attled_{h}/notify/config", timeout=15).json()
+    assert sensor["state_topic"] == f"{PREFIX}/{h}/notify"
+    assert s.wait_online("H1").retain
+    assert not mq.find(f"{DISCOVERY}/light/attled_{h}/light/config")
+    assert not mq.find(f"{PREFIX}/{h}/state")
+    # Nothing was written to the lights: reading back does not change them.
+    assert not w.find({"event": "write", "device": lambda d: d in ("Lamp1", "Lamp2")})
+    s.stop(signal.SIGINT)
+
+
+def test_command_on_brightness_colour_off_and_bare_on(gateway):
+    s = gateway(["Lamp1:pycom"])
+    w, mq = s.world, s.mq
+    s.wait_online("Lamp1")
+    # Read back black: off.
+    assert s.wait_state("Lamp1", {"state": "OFF"}).json()["brightness"] == 255
+
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "ON", "brightness": 128, "color": {"r": 200, "g": 100, "b": 50}})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [100, 50, 25]}, since=ev)
+    st = s.wait_state("Lamp1", {"state": "ON"}, since=m)
+    assert st.retain
+    assert st.json() == {"state": "ON", "color_mode": "rgb", "brightness": 128, "color": {"r": 200, "g": 100, "b": 50}}
+    assert len(w.find({"event": "write", "device": "Lamp1"}, since=ev)) == 3
+
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "OFF"})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [0, 0, 0]}, since=ev)
+    # OFF keeps colour and brightness for the next ON.
+    assert s.wait_state("Lamp1", {"state": "OFF"}, since=m).json() == {
+        "state": "OFF", "color_mode": "rgb", "brightness": 128, "color": {"r": 200, "g": 100, "b": 50}}
+
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "ON"})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [100, 50, 25]}, since=ev)
+    assert s.wait_state("Lamp1", {"state": "ON"}, since=m).json() == {
+        "state": "ON", "color_mode": "rgb", "brightness": 128, "color": {"r": 200, "g": 100, "b": 50}}
+    s.stop(signal.SIGINT)
+
+
+def test_command_burst_is_coalesced_and_other_devices_still_apply(gateway):
+    s = gateway(["Lamp1:pycom", "Lamp2:particle"])
+    w, mq = s.world, s.mq
+    s.wait_online("Lamp1")
+    s.wait_online("Lamp2")
+    s.wait_state("Lamp1", {"state": "OFF"})
+    ev, m = w.mark(), mq.mark()
+
+    def colour(i: int) -> dict:
+        return {"r": i, "g": 255 - i, "b": (i * 7) % 256}
+
+    for i in range(200):
+        payload = json.dumps({"state": "ON", "color": colour(i)})
+        # Published without waiting for each acknowledgement: a real burst.
+        mq.c.publish(s.topic("Lamp1", "set"), payload, qos=1)
+        if i == 100:
+            mq.c.publish(s.topic("Lamp2", "set"), json.dumps({"state": "ON", "color": {"r": 9, "g": 8, "b": 7}}), qos=1)
+    last = colour(199)
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [last["r"], last["g"], last["b"]]}, since=ev, timeout=20)
+    st = s.wait_state("Lamp1", {"color": last}, since=m, timeout=20)
+    assert st.json()["state"] == "ON" and st.json()["brightness"] == 255
+    w.wait_event({"event": "state", "device": "Lamp2", "rgb": [9, 8, 7]}, since=ev)
+    s.wait_state("Lamp2", {"color": {"r": 9, "g": 8, "b": 7}}, since=m)
+
+    # The last state message is the last colour: nothing older was written after it.
+    s.stop(signal.SIGINT)
+    states = [x.json() for x in mq.find(s.topic("Lamp1", "state"), since=m)]
+    assert states[-1]["color"] == last, states[-3:]
+    writes = w.find({"event": "write", "device": "Lamp1"}, since=ev)
+    changes = w.find({"event": "state", "device": "Lamp1"}, since=ev)
+    print(f"burst of 200: {len(writes)} writes, {len(changes)} state changes, {len(states)} state messages")
+    assert len(writes) % 3 == 0
+    assert len(changes) < 200, f"{len(changes)} state changes for 200 commands: not coalesced"
+    assert len(writes) < 300, f"{len(writes)} writes for 200 commands (600 without coalescing)"
+    assert len(states) == len(writes) // 3
+
+
+def test_invalid_commands_are_ignored_and_logged(gateway):
+    s = gateway(["Lamp1:pycom:init=5,6,7"])
+    w, mq, gw = s.world, s.mq, s.gw
+    s.wait_online("Lamp1")
+    s.wait_state("Lamp1", {"state": "ON"})
+    ev, m, lines = w.mark(), mq.mark(), gw.mark()
+    bad = [
+        ("{not json", "light command:"),
+        ('{"state":"ON","bogus":1}', 'unknown field "bogus"'),
+        ('{"state":"ON","brightness":300}', '"brightness" is 300'),
+        ('{"state":"ON","color":{"r":256,"g":0,"b":0}}', '"color.r" is 256'),
+        ('{"state":"ON","brightness":1.5}', '"brightness" must be'),
+        ('{"state":"BLINK"}', '"state" is "BLINK"'),
+        ('{"brightness":10}', 'no "state"'),
+        ('"ON"', "must be a JSON object"),
+        ("", "light command"),
+    ]
+    for payload, _ in bad:
+        s.command("Lamp1", payload)
+    s.command("Lamp1", {"state": "ON", "color": {"r": 1, "g": 2, "b": 3}})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [1, 2, 3]}, since=ev)
+    s.wait_state("Lamp1", {"color": {"r": 1, "g": 2, "b": 3}}, since=m)
+    # The valid command came after the bad ones (one publisher, QoS 1: in order),
+    # so by now every bad one was handled: nothing written for them.
+    writes = w.find({"event": "write", "device": "Lamp1"}, since=ev)
+    assert [x["value"] for x in writes] == ["01", "02", "03"], writes
+    assert len(mq.find(s.topic("Lamp1", "state"), since=m)) == 1
+    ignored = [line for line in gw.lines[lines:] if "ignored a command" in line]
+    assert len(ignored) == len(bad), "\n".join(ignored)
+    for (payload, why), line in zip(bad, ignored):
+        assert why in line, f"{payload!r}: {line}"
+    s.stop(signal.SIGINT)
+
+
+def test_harness_buttons_and_notifications(gateway):
+    s = gateway(["H1:harness:notify_every=100"])
+    w, mq = s.world, s.mq
+    s.wait_online("H1")
+    w.wait_event({"event": "subscribed", "device": "H1"})
+    notify = s.topic("H1", "notify")
+    # Periodic notifications (the last command byte, 00 before any) come through as hex text.
+    first = mq.wait(notify, timeout=5)
+    assert first.text == "00" and not first.retain
+
+    for button, press, release in ((1, "01", "00"), (2, "03", "04")):
+        ev, m = w.mark(), mq.mark()
+        mq.publish(s.topic("H1", f"button{button}"), "PRESS")
+        writes = w.wait_events({"event": "write", "device": "H1", "char": "command"}, 2, since=ev)
+        assert [x["value"] for x in writes] == [press, release]
+        held = writes[1]["t"] - writes[0]["t"]
+        assert held >= 0.3, f"button {button} released {held:.3f} s after the press"
+        assert held < 2.0, f"button {button} held {held:.3f} s"
+        # The harness notifies each command byte: both reach the notify topic.
+        mq.wait_text(notify, press, since=m)
+        mq.wait_text(notify, release, since=m)
+
+    # Anything but PRESS is ignored.
+    ev = w.mark()
+    mq.publish(s.topic("H1", "button1"), "press")
+    mq.publish(s.topic("H1", "button2"), "PRESS")
+    writes = w.wait_events({"event": "write", "device": "H1", "char": "command"}, 2, since=ev)
+    assert [x["value"] for x in writes] == ["03", "04"]
+    s.stop(signal.SIGTERM)
+
+
+def test_device_availability_follows_the_link(gateway):
+    # The lamp answers the 4th Write Request of each connection, then drops the link.
+    s = gateway(["Lamp1:pycom:fault_disconnect_after=write#4"])
+    w, mq = s.world, s.mq
+    avail = s.topic("Lamp1", "availability")
+    s.wait_online("Lamp1")
+    s.wait_state("Lamp1", {"state": "OFF"})
+
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "ON", "color": {"r": 10, "g": 20, "b": 30}})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [10, 20, 30]}, since=ev)
+    s.wait_state("Lamp1", {"color": {"r": 10, "g": 20, "b": 30}}, since=m)
+
+    # The next command's first write ends the link: offline at once.
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "ON", "color": {"r": 40, "g": 50, "b": 60}})
+    w.wait_event({"event": "disconnected", "device": "Lamp1"}, since=ev)
+    gone = time.monotonic()
+    off = mq.wait_text(avail, "offline", since=m, timeout=3)
+    assert off.retain
+    assert off.at - gone < 1.0, f"offline published {off.at - gone:.3f} s after the disconnection"
+    # ... and online again once the lamp is back; the interrupted command is then written.
+    on = mq.wait_text(avail, "online", since=m, timeout=15)
+    assert on.at > off.at
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [40, 50, 60]}, since=ev, timeout=10)
+    s.wait_state("Lamp1", {"color": {"r": 40, "g": 50, "b": 60}}, since=m)
+    assert not mq.find(s.topic("Lamp1", "state"), since=m,
+                       pred=lambda x: x.json()["color"] == {"r": 40, "g": 50, "b": 60} and x.at < on.at)
+
+    # A new command on the new link works too.
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "ON", "color": {"r": 70, "g": 80, "b": 90}})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [70, 80, 90]}, since=ev, timeout=15)
+    s.wait_state("Lamp1", {"color": {"r": 70, "g": 80, "b": 90}}, since=m, timeout=15)
+    s.stop(signal.SIGINT)
+
+
+def test_broker_restart_reconnects_and_republishes(gateway):
+    s = gateway(["Lamp1:pycom:init=1,2,3"])
+    w, mq, gw = s.world, s.mq, s.gw
+    s.wait_online("Lamp1")
+    mq.wait(s.light_config("Lamp1"))
+    s.wait_state("Lamp1", {"state": "ON"})
+
+    lines = gw.mark()
+    s.broker.kill()
+    gw.wait_line("MQTT: connection lost", since=lines)
+    gw.wait_line("MQTT: reconnecting in", since=lines)
+    m = mq.mark()
+    s.broker.start()  # same port, nothing retained (no persistence)
+    mq.wait_connects(2)
+    gw.wait_line("MQTT: connected to", since=lines, timeout=15)
+    # Only the gateway can have put these on the new broker.
+    mq.wait_text(GATEWAY_AVAILABILITY, "online", since=m, timeout=15)
+    cfg = mq.wait(s.light_config("Lamp1"), since=m, timeout=15)
+    assert cfg.retain and cfg.json()["command_topic"] == s.topic("Lamp1", "set")
+    s.wait_online("Lamp1", since=m)
+    s.wait_state("Lamp1", {"color": {"r": 1, "g": 2, "b": 3}}, since=m)
+
+    ev, m = w.mark(), mq.mark()
+    s.command("Lamp1", {"state": "ON", "color": {"r": 11, "g": 22, "b": 33}})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [11, 22, 33]}, since=ev)
+    s.wait_state("Lamp1", {"color": {"r": 11, "g": 22, "b": 33}}, since=m)
+    # The link to the lamp was never dropped meanwhile.
+    assert not w.find({"event": "disconnected", "device": "Lamp1"})
+    s.stop(signal.SIGINT)
+
+
+def test_home_assistant_birth_republishes_configs(gateway):
+    s = gateway(["Lamp1:pycom", "H1:harness"])
+    mq = s.mq
+    s.wait_online("Lamp1")
+    s.wait_online("H1")
+    mq.wait(s.light_config("Lamp1"))
+    h = s.node("H1")
+    button1 = f"{DISCOVERY}/button/attled_{h}/button1/config"
+    mq.wait(button1)
+
+    # Something else than "online" on the status topic: nothing republished.
+    m = mq.mark()
+    mq.publish(f"{DISCOVERY}/status", "offline")
+    mq.publish(f"{DISCOVERY}/status", "online")
+    cfg = mq.wait(s.light_config("Lamp1"), since=m)
+    assert cfg.retain and cfg.json()["schema"] == "json"
+    mq.wait(button1, since=m)
+    mq.wait_text(GATEWAY_AVAILABILITY, "online", since=m)
+    s.wait_online("Lamp1", since=m)
+    # Exactly once: the "offline" did not trigger a round of its own.
+    s.gw.wait_line("Home Assistant is online")
+    assert s.gw.count("Home Assistant is online") == 1
+    s.stop(signal.SIGINT)
+    assert len(mq.find(s.light_config("Lamp1"), since=m)) == 1
+
+
+def test_sigterm_exits_0_and_publishes_offline(gateway):
+    s = gateway(["Lamp1:pycom"])
+    w, mq = s.world, s.mq
+    s.wait_online("Lamp1")
+    mq.wait_text(GATEWAY_AVAILABILITY, "online")
+    m = mq.mark()
+    s.stop(signal.SIGTERM)
+    # The device's offline is published only by a clean shutdown (the will covers the gateway alone).
+    dev_off = mq.wait_text(s.topic("Lamp1", "availability"), "offline", since=m, timeout=5)
+    gw_off = mq.wait_text(GATEWAY_AVAILABILITY, "offline", since=m, timeout=5)
+    assert dev_off.retain and gw_off.retain
+    w.wait_event({"event": "disconnected", "device": "Lamp1", "reason": 0x13}, timeout=5)
+    assert "attled: gateway: stopping" in s.gw.stderr
+    # Clean to the end: the controller still answers during clean-up (scan stop, Disconnect).
+    assert "warning" not in s.gw.stderr, s.gw.stderr
+
+
+def test_name_restricts_adoption(gateway):
+    s = gateway(["Lamp1:pycom", "Lamp2:pycom"], args=["--name", "Lamp1", "--trace"])
+    w, mq, gw = s.world, s.mq, s.gw
+    s.wait_online("Lamp1")
+    mq.wait(s.light_config("Lamp1"))
+    gw.wait_line("Lamp1 (C0:11:22:33:44:55): ready (pycom)")
+    ready = gw.mark()
+    # Scanning goes on after Lamp1 is ready, and Lamp2's advertising reports
+    # keep coming (the trace's "Address:" lines): a wanted device would have
+    # stopped the scan for a connection at its first report.
+    report = f"Address: {w.device('Lamp2')['address']} (random)"
+    gw.wait_line(lambda line: line.strip() == report, since=ready, count=3, timeout=10)
+    assert not w.find({"event": "connected", "device": "Lamp2"})
+    assert not mq.find(s.light_config("Lamp2"))
+    assert not mq.find(pred=lambda x: s.node("Lamp2") in x.topic)
+    s.stop(signal.SIGINT)
