@@ -170,16 +170,26 @@ final class Gateway {
         syncEpoll()
     }
 
+    /// Publishes `offline` for every device and the gateway, then sends
+    /// DISCONNECT so the broker does not also publish the will. The offline
+    /// messages go at QoS 0: a PUBACK still unread when the socket closes
+    /// would make the kernel reset the connection, and the broker would then
+    /// treat it as lost and publish the will on top.
     private func shutdownMQTT(_ h: HCIHost) {
         guard let c = mqtt, c.state == .connected else { return }
-        for d in devices.values where d.ha != nil { publish(topics.availability(d.ha!), HomeAssistant.offline, retain: true) }
-        publish(topics.gatewayAvailability, HomeAssistant.offline, retain: true)
+        for d in devices.values { if let ha = d.ha { publishQoS0(c, topics.availability(ha), HomeAssistant.offline) } }
+        publishQoS0(c, topics.gatewayAvailability, HomeAssistant.offline)
+        _ = c.runUntil(Instant.now().adding(ms: 500)) { !c.wantsWrite }
         try? c.disconnect()
-        // Let libmosquitto write what is queued (bounded), then take the
+        // Let libmosquitto write the DISCONNECT (bounded), then take the
         // broker's socket out of the wake-up set: the clean-up that follows
         // waits for the controller only.
-        _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.state != .connected || !c.wantsWrite }
+        _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.socket < 0 || c.state != .connected }
         if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil); registeredFD = -1 }
+    }
+
+    private func publishQoS0(_ c: MQTTClient, _ topic: String, _ text: String) {
+        do { _ = try c.publish(topic: topic, text: text, qos: .atMostOnce, retain: true) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
     }
 
     // MARK: the epoll set
@@ -226,6 +236,7 @@ final class Gateway {
             self.mqtt?.periodic()
             self.syncEpoll()
             self.ensureScanning()
+            self.retryHeard()
             self.schedulePeriodic(h)
         }
     }
@@ -251,6 +262,21 @@ final class Gateway {
         if let n = d.name { dev.name = n }
         dev.advertised = d.serviceUUIDs
         tryConnect(dev)
+    }
+
+    /// Devices without a link whose backoff is over and that were heard
+    /// again since they went down: the scan reports a known device only when
+    /// its advertising data changes, so the periodic tick looks at
+    /// `lastSeen` instead.
+    private func retryHeard() {
+        guard let stack = s.stack, !stopping, connecting == nil else { return }
+        let now = Instant.now()
+        for dev in devices.values where dev.link == nil && now >= dev.notBefore {
+            guard let d = stack.central.devices[dev.address], d.lastSeen.adding(ms: 1000) >= now,
+                  dev.downAt.map({ d.lastSeen > $0 }) ?? true else { continue }
+            tryConnect(dev)
+            if connecting != nil { return }
+        }
     }
 
     private var linkCount: Int { devices.values.filter { $0.link != nil }.count }
@@ -348,6 +374,7 @@ final class Gateway {
         dev.led = nil
         dev.writing = false
         dev.idle = false
+        dev.downAt = Instant.now()
         if let t = dev.idleTimer, let h = s.host { h.cancel(t) }
         dev.idleTimer = nil
         dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
@@ -483,6 +510,8 @@ final class GatewayDevice {
     var backoff = Backoff(initialMs: 500, maxMs: 30_000)
     /// No connection attempt before this (backoff after a failure or a disconnection).
     var notBefore = Instant.now()
+    /// When the link last went down (a report heard before it is stale).
+    var downAt: Instant?
 
     init(address: DeviceAddress) { self.address = address }
 

@@ -62,12 +62,16 @@ final class Session {
     func run() -> Int32 {
         SignalWatch.install()
         var failure: RunError? = nil
+        #if ATTLED_GATEWAY
+        // Alive until clean-up is over: its epoll set is the loop's wake-up source.
+        var gateway: Gateway? = nil
+        defer { withExtendedLifetime(gateway) {} }
+        #endif
         do {
             if opts.command == .ui && (isatty(0) != 1 || isatty(1) != 1) {
                 throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
             }
             #if ATTLED_GATEWAY
-            var gateway: Gateway? = nil
             if opts.command == .gateway {
                 let g = try Gateway(self)
                 gateway = g
