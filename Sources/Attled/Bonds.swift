@@ -75,7 +75,7 @@ public struct BondStore: Sendable {
         var names: [String] = []
         while let e = readdir(d) {
             let name = withUnsafeBytes(of: e.pointee.d_name) { raw in String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name.hasPrefix("bond-") && !name.contains(".tmp") { names.append(name) }
+            if name.hasPrefix("bond-") && !name.contains(".tmp") { names.append(name) }  // not local-irk
         }
         return names.sorted().compactMap { load(path: directory + "/" + $0) }
     }
@@ -106,6 +106,27 @@ public struct BondStore: Sendable {
         guard let b = bond(for: address) else { return nil }
         unlink(path(b.identity))
         return b
+    }
+
+    /// Our own identity, distributed when pairing (Identity Information and
+    /// Identity Address Information, Core Vol 3 Part H 3.6.4-3.6.5) so the
+    /// peer can recognise us: `address` (public or static random) with an IRK
+    /// made once, at random, and kept in `local-irk` (mode 0600).
+    /// - Returns: nil when `address` cannot be an identity address or the IRK
+    ///   cannot be made or stored (pairing then goes on without it).
+    public func localIdentity(address: DeviceAddress) -> LocalIdentity? {
+        let isStatic = address.type.isRandom && address.address.randomKind == "static"
+        guard address.type == .public || isStatic else { return nil }
+        let p = directory + "/local-irk"
+        if let raw = FileDescriptor.readFile(p, limit: 64), let v = Hex.parse(String(decoding: raw, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""), v.count == 16 {
+            return LocalIdentity(irk: SMPSecret(v.reversed()), address: address)
+        }
+        guard let irk = try? SMPCrypto.random(16) else { return nil }
+        do {
+            try makeDirectory()
+            try writeAtomically(p, Array((SMPSecret(irk).revealedHex + "\n").utf8))
+        } catch { return nil }
+        return LocalIdentity(irk: SMPSecret(irk), address: address)
     }
 
     // MARK: files

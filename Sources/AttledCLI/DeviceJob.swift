@@ -161,7 +161,7 @@ final class DeviceJob {
     }
 
     private func rediscoverAndAct(_ link: Link, _ advertised: [BluetoothUUID]) -> Future<Void> {
-        resolver.cache?.remove(link.peer)
+        resolver.cache?.remove(resolver.identity(link.peer))
         serviceChanged = false
         return resolver.startDiscover(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
             .flatMap { [self] led in resolvedService = led.service; return act(link, led) }
@@ -182,7 +182,7 @@ final class DeviceJob {
         guard hv.value.count == 4, let l = link else { return }
         let start = UInt16(hv.value[0]) | UInt16(hv.value[1]) << 8
         let end = UInt16(hv.value[2]) | UInt16(hv.value[3]) << 8
-        let ours = resolvedService ?? resolver.cache?.load(l.peer)?.service
+        let ours = resolvedService ?? resolver.cache?.load(resolver.identity(l.peer))?.service
         if let svc = ours {
             // An indication from inside the LED service is one of its characteristics.
             if (svc.start...svc.end).contains(hv.handle) { return }
@@ -192,7 +192,7 @@ final class DeviceJob {
             }
         }
         serviceChanged = true
-        resolver.cache?.remove(l.peer)
+        resolver.cache?.remove(resolver.identity(l.peer))
         report.progress("the device indicated Service Changed for 0x\(Hex.int(start, width: 4))-0x\(Hex.int(end, width: 4)) (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
     }
 
@@ -219,7 +219,8 @@ final class DeviceJob {
         guard !link.security.isEncrypted,
               written.contains(where: { !$0.properties.contains(.write) && $0.properties.contains(.writeWithoutResponse) }) else { return .done }
         let cache = resolver.cache
-        var entry = cache?.load(link.peer)
+        let key = resolver.identity(link.peer)
+        var entry = cache?.load(key)
         if let known = entry?.needsEncryption {
             return known ? securer.secure(link) : .done
         }
@@ -227,7 +228,7 @@ final class DeviceJob {
         let record = { (needs: Bool) in
             guard var e = entry, let c = cache else { return }
             e.needsEncryption = needs
-            c.save(link.peer, e)
+            c.save(key, e)
             entry = e
         }
         return link.gatt.startRead(probe.valueHandle).map { _ in record(false) }.recover { [self] e -> Future<Void> in

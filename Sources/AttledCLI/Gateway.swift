@@ -43,6 +43,8 @@ final class Gateway {
             throw RunError("\(error)", .usage)
         }
         resolver = LEDResolver(cache: s.cache, explicitProfile: nil, trustCache: false)
+        // Read when used: Session.open may move the bonds after dropping privileges.
+        resolver.identity = { [weak s] a in s?.bonds.bond(for: a)?.identity ?? a }
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         if epfd < 0 { throw RunError("epoll_create1: \(String(cString: strerror(errno)))", .failure) }
         // Session.run installed the signal pipe before making the gateway.

@@ -9,6 +9,11 @@ final class LEDResolver {
     let explicitProfile: LEDProfile?
     let trustCache: Bool
 
+    /// The address the cache files a peer under: its identity address when
+    /// a bond resolves it (a device with resolvable private addresses keeps
+    /// one entry), else the address itself.
+    var identity: (DeviceAddress) -> DeviceAddress = { $0 }
+
     init(cache: GATTCache?, explicitProfile: LEDProfile?, trustCache: Bool) {
         self.cache = cache
         self.explicitProfile = explicitProfile
@@ -32,6 +37,7 @@ final class LEDResolver {
     /// Database Hash when the device has one.
     /// - Returns: a future of them, nil when there is no usable entry.
     func startCached(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], report: Report) -> Future<ResolvedLED?> {
+        let peer = identity(peer)
         guard let cache = cache, let e = cache.load(peer) else { return Future(value: nil) }
         let profile: LEDProfile?
         if let x = explicitProfile {
@@ -118,6 +124,7 @@ final class LEDResolver {
     /// describes exactly the database the handles came from.
     /// - Returns: a future of the characteristics.
     func startDiscover(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<ResolvedLED> {
+        let peer = identity(peer)
         report.begin(.discover)
         let b = gatt.bearer
         let before = b.transactions.count

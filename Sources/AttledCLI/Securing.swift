@@ -112,6 +112,8 @@ final class Securer {
     /// Pairs and stores the bond when both sides bonded.
     private func pair(_ link: Link) -> Future<Void> {
         report.begin(.pair)
+        // Our identity for the peer (it asks for it through the Pairing Response).
+        if let id = store?.localIdentity(address: link.stack.info.ownAddress) { link.security.configuration.localIdentity = id }
         return link.security.startPairing().map { [self] r in
             var stored = ""
             if r.bonded, let k = r.longTermKey, let store {

@@ -70,6 +70,8 @@ def test_first_run_pairs_with_secure_connections_then_bond_encrypts(world, dirs)
     assert re.search(r"attled: pair .*LE Secure Connections, Just Works, bonded", r.stderr), r.stderr
     ev = w.wait_event({"event": "pairing", "device": NAME})
     assert ev["result"] == "complete" and ev["sc"] is True and ev["bonded"] is True
+    # attled gave its identity (the controller's address, an IRK kept in local-irk).
+    assert ev["irk"] is True and ev["identity"] == w.ready["host_addresses"][0]
     w.wait_event({"event": "state", "device": NAME, "rgb": [10, 20, 30]})
     # Keys never leak: not in the trace (masked), not on stdout.
     ltk = stored_ltk(dirs)

@@ -234,6 +234,7 @@ def test_forgotten_bond_gives_key_missing_and_pairing_again_works(world):
         async with Central(w.bumble_transport()) as central:
             await central.connect()
             await central.device.pair(central.connection)
+            await event(w, {"event": "pairing", "device": NAME, "result": "complete"})
             mark = w.mark()
             await central.disconnect()
             forgotten = await event(w, {"event": "bonds_forgotten", "device": NAME}, mark)
@@ -246,6 +247,8 @@ def test_forgotten_bond_gives_key_missing_and_pairing_again_works(world):
             assert not central.connection.is_encrypted
             assert await att_error(central.read(handles["red"])) == ATT_INSUFFICIENT_ENCRYPTION
             await central.device.pair(central.connection)  # on the same link
+            # The peer reports its side of the pairing on its own time: wait for it.
+            await event(w, {"event": "pairing", "device": NAME, "result": "complete"}, mark)
             assert await central.read(handles["red"]) == b"\x01"
             # Only the first connection's end forgets: the new bond stays.
             mark2 = w.mark()
