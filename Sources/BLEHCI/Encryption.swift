@@ -3,6 +3,10 @@ import BLEWire
 extension HCIOpcode {
     /// LE Enable Encryption (Core Vol 4 Part E 7.8.24).
     public static let leEnableEncryption = HCIOpcode(rawValue: 0x2019)
+    /// LE Long Term Key Request Reply (7.8.25): a peripheral's; decoded only.
+    public static let leLongTermKeyRequestReply = HCIOpcode(rawValue: 0x201A)
+    /// LE Long Term Key Request Negative Reply (7.8.26): a peripheral's; decoded only.
+    public static let leLongTermKeyRequestNegativeReply = HCIOpcode(rawValue: 0x201B)
 }
 
 extension HCIEventCode {

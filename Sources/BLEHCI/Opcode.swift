@@ -42,7 +42,8 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         0x2008: "LE Set Advertising Data", 0x2009: "LE Set Scan Response Data", 0x200A: "LE Set Advertising Enable",
         0x200B: "LE Set Scan Parameters", 0x200C: "LE Set Scan Enable", 0x200D: "LE Create Connection",
         0x200E: "LE Create Connection Cancel", 0x200F: "LE Read Filter Accept List Size",
-        0x2013: "LE Connection Update", 0x2016: "LE Read Remote Features", 0x2019: "LE Enable Encryption", 0x2022: "LE Set Data Length",
+        0x2013: "LE Connection Update", 0x2016: "LE Read Remote Features", 0x2019: "LE Enable Encryption", 0x201A: "LE Long Term Key Request Reply",
+        0x201B: "LE Long Term Key Request Negative Reply", 0x2022: "LE Set Data Length",
         0x2032: "LE Set PHY", 0x2041: "LE Set Extended Scan Parameters", 0x2042: "LE Set Extended Scan Enable",
         0x2043: "LE Extended Create Connection",
     ]

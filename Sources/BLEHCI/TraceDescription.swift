@@ -67,6 +67,16 @@ extension HCICommand {
             f.append("Mask: 0x\(Hex.int(try r.u64("Event_Mask"), width: 16))")
         case .leEnableEncryption:
             f += try encryptionFields(showKeys: false)
+        case .leLongTermKeyRequestReply:
+            // A peripheral's answer (7.8.25): the handle and the LTK, masked.
+            var r = ByteReader(parameters)
+            f.append("Handle: \(try r.u16("Connection_Handle"))")
+            _ = try r.bytes(16, "Long_Term_Key")
+            try r.expectEnd("LE Long Term Key Request Reply")
+            f.append("LTK: <16-byte key hidden>")
+        case .leLongTermKeyRequestNegativeReply:
+            var r = ByteReader(parameters)
+            f.append("Handle: \(try r.u16("Connection_Handle"))")
         default:
             f += Hex.lines(parameters)
         }
@@ -167,6 +177,10 @@ extension HCIEvent {
             return ["LE Data Length Change (0x07)",
                     "\(i)Handle: \(d.handle)", "\(i)Max TX octets: \(d.maxTxOctets)", "\(i)Max TX time: \(d.maxTxTime) usec",
                     "\(i)Max RX octets: \(d.maxRxOctets)", "\(i)Max RX time: \(d.maxRxTime) usec"]
+        case let .leMeta(sub, rest) where sub.rawValue == 0x05 && rest.count == 12:
+            // LE Long Term Key Request (7.7.65.5), on a peripheral: Rand and EDIV name the key; masked.
+            return ["\(sub.name) (\(h8(sub.rawValue)))", "\(i)Handle: \(UInt16(rest[0]) | UInt16(rest[1] & 0x0F) << 8)",
+                    "\(i)Rand: <hidden>", "\(i)EDIV: <hidden>"]
         case let .leMeta(sub, rest):
             return ["\(sub.name) (\(h8(sub.rawValue)))"] + Hex.lines(rest).map { i + $0 }
         case let .other(_, rest):

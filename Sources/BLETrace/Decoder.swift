@@ -176,7 +176,9 @@ public final class PacketDecoder {
     }
 
     /// Byte ranges of a packet's H4 form that hold key material, for a
-    /// masked hex dump: LE Enable Encryption's Rand, EDIV and LTK, and the
+    /// masked hex dump: LE Enable Encryption's Rand, EDIV and LTK, LE Long
+    /// Term Key Request Reply's LTK, LE Long Term Key Request's Rand and
+    /// EDIV, and the
     /// payload of SMP Pairing Random, Encryption Information, Central
     /// Identification, Identity Information and Signing Information carried
     /// in a single ACL fragment (all of them fit the smallest LE buffer).
@@ -184,8 +186,14 @@ public final class PacketDecoder {
         let h4 = p.h4
         switch p.type {
         case .command:
-            guard h4.count == 32, h4[1] == 0x19, h4[2] == 0x20 else { return [] }
-            return [6..<32]
+            // LE Enable Encryption: Rand, EDIV, LTK. LE Long Term Key Request Reply: the LTK.
+            if h4.count == 32, h4[1] == 0x19, h4[2] == 0x20 { return [6..<32] }
+            if h4.count == 22, h4[1] == 0x1A, h4[2] == 0x20 { return [6..<22] }
+            return []
+        case .event:
+            // LE Long Term Key Request: Rand and EDIV.
+            if h4.count == 16, h4[1] == 0x3E, h4[3] == 0x05 { return [6..<16] }
+            return []
         case .acl:
             // 02, handle+flags (2), length (2), L2CAP length (2), CID (2), SMP code.
             guard h4.count >= 10, h4[2] & 0x30 != 0x10, h4[7] == 0x06, h4[8] == 0x00 else { return [] }

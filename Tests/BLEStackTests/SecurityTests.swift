@@ -9,6 +9,7 @@ import Testing
 @testable import BLEATT
 @testable import BLESMP
 @testable import Attled
+@testable import BLETrace
 
 @Suite("HCI encryption commands and events")
 struct EncryptionHCITests {
@@ -196,5 +197,51 @@ struct BondStoreTests {
         let store = BondStore(directory: "/proc/attled-cannot-exist")
         let id = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
         #expect(throws: BondStoreError.self) { try store.save(Bond(identity: id, longTermKey: Self.ltk, irk: nil, lastAddress: id)) }
+    }
+}
+
+@Suite("Keys in the trace")
+struct TraceKeyMaskingTests {
+    static let ltk = (1...16).map { UInt8(0xA0 + $0) }
+
+    func render(_ p: HCIPacket, _ dir: Direction = .sent, showKeys: Bool = false) -> String {
+        let d = PacketDecoder()
+        d.showKeys = showKeys
+        return Tracer.format(d.decode(p, dir), packet: p, number: 1, seconds: 0, hex: true, showKeys: showKeys)
+    }
+
+    func leaks(_ text: String) -> Bool {
+        let flat = text.lowercased().filter { $0.isHexDigit }
+        return flat.contains(Hex.string(Self.ltk, separator: "")) || flat.contains(Hex.string(Self.ltk.reversed(), separator: ""))
+            || text.contains(Hex.string(Array(Self.ltk.prefix(4))))
+    }
+
+    @Test("LE Enable Encryption: Rand, EDIV and LTK masked in fields and hex dump; shown with showKeys")
+    func enableEncryption() {
+        let p = HCICommand.leEnableEncryption(handle: 1, rand: 0x1122334455667788, ediv: 0x9988, ltk: Self.ltk).packet
+        let masked = render(p)
+        #expect(masked.contains("LTK: <16-byte key hidden>") && masked.contains("** ** **"))
+        #expect(!leaks(masked) && !masked.contains("88 99") && !masked.contains("77 66"))
+        #expect(leaks(render(p, showKeys: true)))
+    }
+
+    @Test("SMP key distribution PDUs are masked; public values are not")
+    func smp() {
+        let enc = ACL.out(cid: CID.smp, [0x06] + Self.ltk)
+        let masked = render(enc)
+        #expect(masked.contains("SMP: Encryption Information (0x06)") && !leaks(masked))
+        #expect(leaks(render(enc, showKeys: true)))
+        let confirm = ACL.out(cid: CID.smp, [0x03] + Self.ltk) // a confirm value is not secret
+        #expect(leaks(render(confirm)))
+    }
+
+    @Test("a peripheral's LTK Request event and Reply are named and masked")
+    func peripheralSide() throws {
+        var w = ByteWriter(); w.u8(0x3E); w.u8(13); w.u8(0x05); w.u16(1); w.append(Self.ltk.prefix(8)); w.u16(0xBEEF)
+        let ev = render(HCIPacket(.event, w.bytes), .received)
+        #expect(ev.contains("LE Long Term Key Request") && ev.contains("Rand: <hidden>") && !ev.contains("ef be"))
+        let reply = HCICommand(.leLongTermKeyRequestReply, [1, 0] + Self.ltk).packet
+        let r = render(reply)
+        #expect(r.contains("LE Long Term Key Request Reply") && r.contains("LTK: <16-byte key hidden>") && !leaks(r))
     }
 }
