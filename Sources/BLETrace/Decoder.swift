@@ -170,7 +170,18 @@ public final class PacketDecoder {
     func smpLines(_ b: [UInt8]) -> [String] {
         let head = "        SMP: " + SMP.traceSummary(b)
         guard let code = b.first, ![SMP.pairingRequest, 0x02, SMP.pairingFailed, SMP.securityRequest].contains(code) else {
-            return [head] + SMP.traceFields(b).map { "          " + $0 }
+            var fields = SMP.traceFields(b)
+            let code = b.first ?? 0
+            // Name the bits (BLESMP's types) after the numbers.
+            if (code == SMP.pairingRequest || code == 0x02), b.count == 7, fields.count == 6 {
+                fields[0] += " (\(IOCapability(rawValue: b[1])))"
+                fields[2] = "Authentication requirement: \(AuthReq(rawValue: b[3]))"
+                fields[4] = "Initiator key distribution: \(KeyDistribution(rawValue: b[5]))"
+                fields[5] = "Responder key distribution: \(KeyDistribution(rawValue: b[6]))"
+            } else if code == SMP.securityRequest, b.count == 2, fields.count == 1 {
+                fields[0] = "Authentication requirement: \(AuthReq(rawValue: b[1]))"
+            }
+            return [head] + fields.map { "          " + $0 }
         }
         return [head, "          " + SMPPDU.describe(bytes: b, showKeys: showKeys)]
     }
