@@ -55,11 +55,45 @@ final class Gateway {
 
     // MARK: run
 
-    /// Runs until SIGINT or SIGTERM (exit 0), or the controller fails.
-    /// - Throws: `HCIError`, `RunError`.
+    /// Set when the controller stopped answering a command: the loop ends
+    /// and the controller is reset and initialised again.
+    private var resetReason: String?
+    /// The last scan failure logged (logged again only when it changes).
+    private var scanError: String?
+    private var controllerBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+
+    /// Runs until SIGINT or SIGTERM (exit 0). A Hardware Error, a command the
+    /// controller never answers, or a lost transport do not end it: the
+    /// transport is reopened (with backoff), the controller reset and
+    /// initialised again, and the links restored as the devices are heard.
+    /// - Throws: `HCIError.interrupted` (after the clean shutdown), `RunError`.
     func run() throws {
-        guard let stack = s.stack else { return }
+        guard var stack = s.stack else { return }
         try startMQTT()
+        log("gateway: started on \(s.transport?.name ?? "?"), broker \(opts.mqttHost):\(opts.mqttPort), topics \(topics.topicPrefix)/…, discovery \(topics.discoveryPrefix)/…")
+        while true {
+            attach(stack)
+            do {
+                _ = try stack.host.pump(until: .distantFuture) { resetReason != nil }
+            } catch HCIError.interrupted {
+                stopping = true
+                log("gateway: stopping")
+                shutdownMQTT(stack.host)
+                s.sigintIsSuccess = true
+                s.quietSuccess = true
+                throw HCIError.interrupted(signal: SIGINT)
+            } catch {
+                resetReason = "\(classify(error).message)"
+            }
+            log("gateway: controller: \(resetReason ?? "failed"); resetting it and restoring the links")
+            resetReason = nil
+            stack = try recover(stack)
+        }
+    }
+
+    /// Hooks the gateway into a (new) stack: scan reports, disconnections,
+    /// late connections, the periodic tick, scanning.
+    private func attach(_ stack: BLEStack) {
         stack.central.onDeviceUpdate = { [weak self] d, _ in self?.heard(d) }
         stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
         // A connection that completes after its attempt was given up (a
@@ -71,18 +105,78 @@ final class Gateway {
             self.linkUp(dev, stack.attach(c))
             return true
         }
+        mqttRetry = nil
+        if let c = mqtt, c.state == .disconnected { scheduleBrokerRetry() }
         schedulePeriodic(stack.host)
         ensureScanning()
-        log("gateway: started on \(s.transport?.name ?? "?"), broker \(opts.mqttHost):\(opts.mqttPort), topics \(topics.topicPrefix)/…, discovery \(topics.discoveryPrefix)/…")
-        do {
-            _ = try stack.host.pump(until: .distantFuture) { false }
-        } catch HCIError.interrupted {
-            stopping = true
-            log("gateway: stopping")
-            shutdownMQTT(stack.host)
-            s.sigintIsSuccess = true
-            s.quietSuccess = true
-            throw HCIError.interrupted(signal: SIGINT)
+    }
+
+    /// Drops the old stack (every link is gone with it), then reopens the
+    /// transport and initialises the controller, with backoff, serving the
+    /// broker meanwhile.
+    private func recover(_ old: BLEStack) throws -> BLEStack {
+        for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
+        connecting = nil
+        old.central.onDeviceUpdate = nil
+        old.central.onDisconnection = nil
+        old.central.onUnrequestedConnection = nil
+        // close() disconnects what it still can (after a Hardware Error too); a
+        // controller that stopped answering costs each command 500 ms at most.
+        old.host.commandTimeoutMs = 500
+        old.close()
+        s.stack = nil
+        s.transport = nil
+        let spec = opts.transport ?? .userChannel(index: 0)
+        while true {
+            let ms = controllerBackoff.next()
+            try serveBrokerOnly(ms: ms)
+            do {
+                let t = try spec.open()
+                let observers: [PacketObserver] = [s.tracer as PacketObserver?, s.snoop as PacketObserver?].compactMap { $0 }
+                let stack: BLEStack
+                do { stack = try BLEStack(transport: t, wake: wake, observers: observers) } catch { t.close(); throw error }
+                stack.central.useExtendedCommands = opts.extendedScan && stack.info.supportsExtendedScanning
+                s.transport = t
+                s.stack = stack
+                controllerBackoff.reset()
+                log("gateway: controller: \(t.name) initialised again")
+                return stack
+            } catch HCIError.interrupted {
+                throw HCIError.interrupted(signal: SIGINT)
+            } catch {
+                log("gateway: controller: \(classify(error).message); retrying")
+            }
+        }
+    }
+
+    /// Waits `ms` with no controller, still serving the broker (and signals).
+    private func serveBrokerOnly(ms: Int) throws {
+        let until = Instant.now().adding(ms: ms)
+        var lastMisc = Instant.now()
+        while Instant.now() < until {
+            if SignalWatch.received != nil {
+                stopping = true
+                log("gateway: stopping")
+                if let c = mqtt, c.state == .connected {
+                    for d in devices.values { if let ha = d.ha { publishQoS0(c, topics.availability(ha), HomeAssistant.offline) } }
+                    publishQoS0(c, topics.gatewayAvailability, HomeAssistant.offline)
+                    _ = c.runUntil(Instant.now().adding(ms: 500)) { !c.wantsWrite }
+                    try? c.disconnect()
+                    _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.socket < 0 || c.state != .connected }
+                }
+                s.sigintIsSuccess = true
+                s.quietSuccess = true
+                throw HCIError.interrupted(signal: SIGINT)
+            }
+            var ev = [epoll_event](repeating: epoll_event(), count: 1)
+            let slice = Int32(max(1, min(100, Instant.now().msUntil(until))))
+            if epoll_wait(epfd, &ev, 1, slice) > 0 { drainEpoll() }
+            if lastMisc.msUntil(Instant.now()) >= 500 {
+                lastMisc = Instant.now()
+                mqtt?.periodic()
+                if let c = mqtt, c.state == .disconnected, mqttRetry == nil { connectBroker(first: false) }
+                syncEpoll()
+            }
         }
     }
 
@@ -298,6 +392,7 @@ final class Gateway {
                 switch r {
                 case .success(let link): self.linkUp(dev, link)
                 case .failure(let e):
+                    self.noteControllerError(e)
                     dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
                     self.log("gateway: \(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
                 }
@@ -305,11 +400,29 @@ final class Gateway {
             }
     }
 
+    /// A command the controller never answered: reset it (the loop ends and
+    /// `recover` runs). Rejections (Command Disallowed after a cancel, say)
+    /// are not: the attempt is retried with backoff.
+    private func noteControllerError(_ e: any Error) {
+        if case HCIError.commandTimeout = e, resetReason == nil { resetReason = "\(e)" }
+    }
+
     /// Scans while some wanted device may be out there and no connection is pending.
     func ensureScanning() {
         guard let stack = s.stack, !stopping, connecting == nil, !stack.central.isScanning else { return }
         if let max = opts.maxLinks, linkCount >= max { return }
-        stack.central.startScanning(active: true).whenFailure { [weak self] e in self?.log("gateway: scan: \(e)") }
+        stack.central.startScanning(active: true).whenComplete { [weak self] r in
+            guard let self else { return }
+            guard case .failure(let e) = r else { self.scanError = nil; return }
+            if "\(e)" != self.scanError { self.log("gateway: scan: \(e)") }  // once per kind, not every tick
+            self.scanError = "\(e)"
+            self.noteControllerError(e)
+            // A controller still scanning for a host that went away (Bumble's
+            // keeps its scan across HCI Reset): stop it; the next tick scans again.
+            if case HCIError.commandFailed(_, .commandDisallowed) = e {
+                _ = stack.host.submit(.leSetScanEnable(false, filterDuplicates: false))
+            }
+        }
     }
 
     private func linkUp(_ dev: GatewayDevice, _ link: Link) {
@@ -370,8 +483,9 @@ final class Gateway {
         if let l = dev.light { publish(l.stateMessage(ha, topics: topics), qos: .atMostOnce) }
     }
 
-    private func linkDown(_ peer: DeviceAddress, reason: HCIStatus?) {
+    private func linkDown(_ peer: DeviceAddress, reason: HCIStatus?, force: Bool = false) {
         guard let dev = devices[peer.address], dev.link != nil else { return }
+        if force { dev.link?.l2cap.close() }
         dev.link = nil
         dev.led = nil
         dev.writing = false

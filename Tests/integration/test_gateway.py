@@ -317,11 +317,11 @@ def gateway(request, world):
     workdir = Path(tempfile.mkdtemp(prefix="gw-", dir="/tmp"))
     made: list[Setup] = []
 
-    def start(devices: list[str], args: list[str] = ()) -> Setup:
+    def start(devices: list[str], args: list[str] = (), world_args: list[str] = ()) -> Setup:
         broker = Broker(workdir)
         broker.start()
         mq = Watcher(broker.port)
-        w = world(devices=devices)
+        w = world(devices=devices, extra_args=world_args)
         gw = GatewayProcess(w.transport(), broker.port, list(args))
         s = Setup(w, broker, mq, gw)
         made.append(s)
@@ -658,4 +658,65 @@ def test_name_restricts_adoption(gateway):
     assert not w.find({"event": "connected", "device": "Lamp2"})
     assert not mq.find(s.light_config("Lamp2"))
     assert not mq.find(pred=lambda x: s.node("Lamp2") in x.topic)
+    s.stop(signal.SIGINT)
+
+
+# -----------------------------------------------------------------------------
+# The controller misbehaves: the gateway resets it (or reopens its transport)
+# and restores the links, while the broker side stays up.
+
+def inject(w, line: str) -> None:
+    """One vworld --stdin-commands line (hw_error, close, fault ...)."""
+    assert w.proc.stdin is not None
+    w.proc.stdin.write(line + "\n")
+    w.proc.stdin.flush()
+
+
+def heals(s, name: str, since_mq: int, since_ev: int, colour: tuple[int, int, int]) -> None:
+    """The device went offline, came back online, and a command works again."""
+    avail = s.topic(name, "availability")
+    s.mq.wait_text(avail, "offline", since=since_mq, timeout=5)
+    s.mq.wait_text(avail, "online", since=since_mq, timeout=20)
+    r, g, b = colour
+    s.command(name, {"state": "ON", "color": {"r": r, "g": g, "b": b}})
+    s.world.wait_event({"event": "state", "device": name, "rgb": [r, g, b]}, since=since_ev, timeout=10)
+
+
+def test_hardware_error_resets_the_controller_and_restores_links(gateway):
+    s = gateway(["Lamp1:pycom:init=1,2,3"], world_args=["--stdin-commands"])
+    s.wait_online("Lamp1")
+    m, ev, lines = s.mq.mark(), s.world.mark(), s.gw.mark()
+    inject(s.world, "hw_error 7")
+    s.gw.wait_line("Hardware Error 0x07", since=lines)
+    s.gw.wait_line("initialised again", since=lines)
+    heals(s, "Lamp1", m, ev, (7, 7, 7))
+    # The gateway itself never went offline: only the device did, for a moment.
+    assert not s.mq.find("attled/gateway/availability", pred=lambda x: x.text == "offline", since=m)
+    s.stop(signal.SIGTERM)
+
+
+def test_lost_transport_is_reopened_and_links_restored(gateway):
+    # A controller whose host socket closes drops its links (as a replugged dongle does).
+    s = gateway(["Lamp1:pycom:init=1,2,3"], world_args=["--stdin-commands", "--reset-on-host-close"])
+    s.wait_online("Lamp1")
+    m, ev, lines = s.mq.mark(), s.world.mark(), s.gw.mark()
+    inject(s.world, "close")
+    s.gw.wait_line("the controller closed the connection", since=lines)
+    s.gw.wait_line("initialised again", since=lines, timeout=15)
+    heals(s, "Lamp1", m, ev, (8, 8, 8))
+    s.stop(signal.SIGINT)
+
+
+def test_command_never_answered_resets_the_controller(gateway):
+    # The controller swallows the second LE Set Scan Parameters (the scan
+    # resumed after the first connection): the command times out, and the
+    # gateway resets the controller instead of waiting forever.
+    s = gateway(["Lamp1:pycom:init=1,2,3"], world_args=["--host-fault", "swallow=0x200b#2"])
+    m, ev = s.mq.mark(), s.world.mark()
+    s.gw.wait_line("did not answer LE Set Scan Parameters", timeout=15)
+    s.gw.wait_line("initialised again", timeout=15)
+    s.mq.wait_text(s.topic("Lamp1", "availability"), "online", since=m, timeout=20)
+    s.command("Lamp1", {"state": "ON", "color": {"r": 9, "g": 9, "b": 9}})
+    s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [9, 9, 9]}, since=ev, timeout=10)
+    assert s.world.find({"event": "host_fault"}), "the fault never applied"
     s.stop(signal.SIGINT)
