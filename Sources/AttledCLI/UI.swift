@@ -87,6 +87,21 @@ final class UIApp {
         }
     }
 
+    /// Connection attempts that failed in a row (paces the retries).
+    var connectFailures = 0
+
+    /// Waits before scanning again after a failed connection (0.5 s, doubling
+    /// to 8 s), still handling keys (q quits).
+    func pauseBeforeRetry() throws {
+        let ms = min(500 << min(connectFailures, 4), 8_000)
+        connectFailures += 1
+        draw()
+        _ = try stack.host.pump(until: Instant.now().adding(ms: ms)) {
+            if inputPending { handleInput(); draw() }
+            return quit
+        }
+    }
+
     /// Input waiting to be handled (or stdin closed).
     var inputPending: Bool { !term.input.isEmpty || term.input.eof.load(ordering: .relaxed) }
 
@@ -110,8 +125,18 @@ final class UIApp {
             l = try stack.connect(to: d.address, timeoutMs: connectTimeoutMs)
         } catch let e as GAPError {
             status = e.description
+            try pauseBeforeRetry()
+            return
+        } catch let e as HCIError {
+            // The controller refused LE Create Connection (Command Disallowed:
+            // stock Bumble controllers keep a cancelled connection pending, and
+            // real ones have the same race). Not fatal: scan again, with backoff.
+            guard case .commandFailed = e else { throw e }
+            status = "the controller refused to connect (\(e)); scanning again"
+            try pauseBeforeRetry()
             return
         }
+        connectFailures = 0
         link = l
         let gatt = l.gatt
         let b = gatt.bearer

@@ -115,6 +115,26 @@ def test_device_stopped_and_restarted_reconnects_and_reads_back(world, pane):
     p.wait(lambda t: "EXITED 0" in t)
 
 
+def test_controller_refusing_a_connect_is_not_fatal(world, pane):
+    # The device drops the link after the first write; the controller then
+    # refuses the next LE Create Connection with Command Disallowed (as stock
+    # Bumble controllers do after a cancelled attempt). The UI scans again and
+    # reconnects instead of exiting.
+    w = world(devices=["CassarTech:pycom:init=1,2,3,fault_disconnect_after=write#1"],
+              extra_args=["--host-fault", "reject=0x200d#2"])
+    p = pane(["-i", w.transport(), "--name", "CassarTech"])
+    p.wait(lambda t: "connected" in t and slider(t, "Blue") == "3")
+    p.keys("Right")
+    w.wait_event({"event": "disconnected", "device": "CassarTech"})
+    w.wait_event({"event": "host_fault"}, timeout=15)
+    t = p.wait(lambda t: "connected" in t and slider(t, "Red") == "2", timeout=20)
+    assert "EXITED" not in t
+    p.keys("Right")
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [3, 2, 3]})
+    p.keys("q")
+    p.wait(lambda t: "EXITED 0" in t)
+
+
 def test_harness_buttons_send_press_and_release_in_order(world, pane):
     w = world(devices=["Harness:harness"])
     p = pane(["-i", w.transport(), "--name", "Harness"])
