@@ -33,7 +33,8 @@ $(STAMP)/venv: Tools/requirements.txt | $(STAMP)
 	@$(VPY) -m pip install -q --disable-pip-version-check -r Tools/requirements.txt
 	@touch $@
 
-# Test-only Debian packages: tshark is the outside judge of attled's captures.
+# Test-only Debian packages: tshark is the outside judge of attled's captures,
+# systemd-analyze of the gateway's unit file.
 $(STAMP)/apt-test: | $(STAMP)
 	@command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
@@ -43,6 +44,8 @@ $(STAMP)/apt-test: | $(STAMP)
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null; }; \
 	fi
+	@command -v systemd-analyze >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
 	@touch $@
 
 deps: $(STAMP)/apt

@@ -720,3 +720,29 @@ def test_command_never_answered_resets_the_controller(gateway):
     s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [9, 9, 9]}, since=ev, timeout=10)
     assert s.world.find({"event": "host_fault"}), "the fault never applied"
     s.stop(signal.SIGINT)
+
+
+def test_systemd_unit_is_valid_and_least_privilege(tmp_path):
+    """Tools/attled-gateway.service: systemd itself verifies the unit, and its
+    offline security analysis rates the sandbox (lower is better; a unit with
+    no hardening scores about 9.6). CAP_NET_ADMIN is the only capability."""
+    import re
+    import shutil
+    import subprocess
+
+    from conftest import ATTLED, REPO_ROOT
+
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze missing: make test-deps installs systemd"
+    text = (REPO_ROOT / "Tools" / "attled-gateway.service").read_text()
+    unit = tmp_path / "attled-gateway.service"
+    unit.write_text(text.replace("/usr/local/bin/attled", str(ATTLED)))
+    v = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert v.returncode == 0, v.stdout + v.stderr
+    sec = subprocess.run([analyze, "security", "--offline=true", str(unit)], capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", sec.stdout + sec.stderr)
+    assert m, sec.stdout + sec.stderr
+    assert float(m.group(1)) <= 3.0, sec.stdout
+    caps = [l.split("=", 1)[1].split() for l in text.splitlines() if l.startswith(("AmbientCapabilities=", "CapabilityBoundingSet="))]
+    assert caps == [["CAP_NET_ADMIN"], ["CAP_NET_ADMIN"]]
+    assert "DynamicUser=yes" in text and "NoNewPrivileges=yes" in text
