@@ -377,9 +377,34 @@ final class Gateway {
 
     private var linkCount: Int { devices.values.filter { $0.link != nil }.count }
 
+    /// How many links may be kept up: `--max-links`, or what the controller
+    /// was found to hold, less one slot kept free for devices connected on
+    /// demand once there are any.
+    private var permanentLimit: Int? {
+        var limit = opts.maxLinks
+        if let c = capacity { limit = min(limit ?? c, c) }
+        if let l = limit, devices.values.contains(where: { $0.onDemand }) { return max(0, l - 1) }
+        return limit
+    }
+
+    /// The slots for links at all (permanent and on demand).
+    private var slotLimit: Int? {
+        if let c = capacity { return min(opts.maxLinks ?? c, c) }
+        return opts.maxLinks
+    }
+
     private func tryConnect(_ dev: GatewayDevice) {
         guard let stack = s.stack, connecting == nil, dev.link == nil, Instant.now() >= dev.notBefore else { return }
-        if let max = opts.maxLinks, linkCount >= max { return }
+        if dev.onDemand {
+            // Only when there is something to write, and a slot.
+            guard dev.wanted != nil || dev.pendingPress != nil else { return }
+            if let l = slotLimit, linkCount >= l { return }
+        } else if let l = permanentLimit, linkCount >= l {
+            if slotLimit != nil || opts.maxLinks != nil {
+                becomeOnDemand(dev, because: "\(linkCount) link(s) are all the controller or --max-links allow")
+            }
+            return
+        }
         connecting = dev
         dev.attempts += 1
         // One connection attempt at a time, and no scan beside it.
@@ -393,12 +418,78 @@ final class Gateway {
                 case .success(let link): self.linkUp(dev, link)
                 case .failure(let e):
                     self.noteControllerError(e)
+                    if Self.isFull(e), self.linkCount > 0 {
+                        // The controller holds no more links: that is its capacity.
+                        self.capacity = self.linkCount
+                        self.log("gateway: controller: it holds \(self.linkCount) link(s) (\(e))")
+                        self.becomeOnDemand(dev, because: "the controller is full")
+                        self.makeRoomForOnDemand()
+                        break
+                    }
                     dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
                     self.log("gateway: \(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
                 }
                 self.ensureScanning()
             }
     }
+
+    /// Learned when the controller refuses a link for want of room.
+    private var capacity: Int?
+
+    /// A refusal that means "no room for another link": Connection Limit
+    /// Exceeded (0x09), Memory Capacity Exceeded (0x07), Connection Rejected
+    /// due to Limited Resources (0x0D).
+    static func isFull(_ e: any Error) -> Bool {
+        var st: HCIStatus?
+        if case let HCIError.commandFailed(_, s) = e { st = s }
+        if case let GAPError.connectFailed(_, s) = e { st = s }
+        guard let st else { return false }
+        return [0x07, 0x09, 0x0D].contains(st.rawValue)
+    }
+
+    /// Devices beyond the links the controller holds are connected when a
+    /// command comes, written, and disconnected after a short idle.
+    private func becomeOnDemand(_ dev: GatewayDevice, because why: String) {
+        guard !dev.onDemand else { return }
+        dev.onDemand = true
+        log("gateway: \(dev.label): connected on demand from now on (\(why))")
+        if dev.ha == nil, let p = LEDProfile.detect(dev.advertised) {
+            dev.ha = try? HADevice(id: dev.address.address.description, name: dev.name ?? dev.address.address.description,
+                                   model: p.name, kind: p.isRGB ? .light : .harness)
+        }
+        if let ha = dev.ha {
+            for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
+            publish(topics.availability(ha), HomeAssistant.online, retain: true)
+        }
+    }
+
+    /// Keeps one slot free for the devices connected on demand: the most
+    /// recently connected permanent link is released and joins them.
+    private func makeRoomForOnDemand() {
+        guard let limit = permanentLimit, linkCount > limit else { return }
+        let held = devices.values.filter { $0.link != nil && !$0.onDemand }.sorted { ($0.connectedAt ?? Instant.now()) > ($1.connectedAt ?? Instant.now()) }
+        for dev in held.prefix(linkCount - limit) {
+            becomeOnDemand(dev, because: "a slot is kept free for on-demand writes")
+            dev.plannedDisconnect = true
+            _ = dev.link?.startDisconnect()
+        }
+    }
+
+    /// An on-demand link is let go once idle.
+    private func releaseWhenIdle(_ dev: GatewayDevice) {
+        guard dev.onDemand, let h = s.host else { return }
+        if let t = dev.releaseTimer { h.cancel(t) }
+        dev.releaseTimer = h.schedule(afterMs: Self.onDemandIdleMs) { [weak self] in
+            dev.releaseTimer = nil
+            guard let self, dev.onDemand, !dev.writing, dev.wanted == nil, let link = dev.link else { return }
+            dev.plannedDisconnect = true
+            self.log("gateway: \(dev.label): idle: releasing the on-demand link")
+            _ = link.startDisconnect()
+        }
+    }
+
+    /// How long an on-demand link stays up after its last write.
+    static let onDemandIdleMs = 2_000
 
     /// A command the controller never answered: reset it (the loop ends and
     /// `recover` runs). Rejections (Command Disallowed after a cancel, say)
@@ -445,7 +536,10 @@ final class Gateway {
                 case .success:
                     dev.attempts = 0
                     dev.backoff.reset()
+                    dev.connectedAt = Instant.now()
                     self.armIdle(dev)
+                    if let b = dev.pendingPress { dev.pendingPress = nil; self.press(dev, b) }
+                    self.releaseWhenIdle(dev)
                     self.log("gateway: \(dev.label): ready (\(dev.led?.profile.name ?? "?"))")
                     self.announce(dev)
                     self.flush(dev)
@@ -494,6 +588,14 @@ final class Gateway {
         if let t = dev.idleTimer, let h = s.host { h.cancel(t) }
         dev.idleTimer = nil
         dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
+        if dev.plannedDisconnect {
+            // An on-demand link let go: the device stays available.
+            dev.plannedDisconnect = false
+            dev.notBefore = Instant.now()
+            log("gateway: \(dev.label): released (on demand)")
+            ensureScanning()
+            return
+        }
         log("gateway: \(dev.label): disconnected; unavailable until it advertises again")
         if let ha = dev.ha { publish(topics.availability(ha), HomeAssistant.offline, retain: true) }
         ensureScanning()
@@ -559,6 +661,7 @@ final class Gateway {
 
     /// Writes the latest wanted state, one write in flight per device.
     private func flush(_ dev: GatewayDevice) {
+        if dev.onDemand, dev.link == nil, dev.wanted != nil { tryConnect(dev); return }
         guard let link = dev.link, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
         setInterval(dev, idle: false)
         armIdle(dev)
@@ -574,6 +677,7 @@ final class Gateway {
             case .success:
                 dev.light = want
                 self.publish(want.stateMessage(ha, topics: self.topics), qos: .atMostOnce)
+                self.releaseWhenIdle(dev)
                 if self.opts.trace != .off, let t = started {
                     self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
                 }
@@ -587,6 +691,11 @@ final class Gateway {
 
     private func press(_ dev: GatewayDevice, _ b: HarnessButton) {
         guard let link = dev.link, let led = dev.led, let cmd = led.command, let h = s.host else {
+            if dev.onDemand {
+                dev.pendingPress = b
+                tryConnect(dev)
+                return
+            }
             log("gateway: \(dev.label): button \(b.rawValue) pressed while not connected: ignored")
             return
         }
@@ -596,8 +705,9 @@ final class Gateway {
         _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
         _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
             guard dev.link === link else { return }
-            LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenFailure { e in
-                self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)")
+            LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenComplete { r in
+                if case .failure(let e) = r { self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)") }
+                self?.releaseWhenIdle(dev)
             }
         }
     }
@@ -628,6 +738,13 @@ final class GatewayDevice {
     var notBefore = Instant.now()
     /// When the link last went down (a report heard before it is stale).
     var downAt: Instant?
+    /// Beyond the links the controller holds: connected only to write.
+    var onDemand = false
+    var plannedDisconnect = false
+    var releaseTimer: HostToken?
+    var connectedAt: Instant?
+    /// A harness button pressed while an on-demand device was not connected.
+    var pendingPress: HarnessButton?
 
     init(address: DeviceAddress) { self.address = address }
 

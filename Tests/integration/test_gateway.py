@@ -746,3 +746,36 @@ def test_systemd_unit_is_valid_and_least_privilege(tmp_path):
     caps = [l.split("=", 1)[1].split() for l in text.splitlines() if l.startswith(("AmbientCapabilities=", "CapabilityBoundingSet="))]
     assert caps == [["CAP_NET_ADMIN"], ["CAP_NET_ADMIN"]]
     assert "DynamicUser=yes" in text and "NoNewPrivileges=yes" in text
+
+
+def test_controller_full_devices_beyond_are_connected_on_demand(gateway):
+    """The controller refuses the third link with 0x0D (Limited Resources):
+    the gateway learns its capacity (2), keeps one slot free for on-demand
+    writes (one permanent link), and a device without a permanent link is
+    connected when a command comes, written, and released after 2 s idle,
+    staying available throughout."""
+    names = ["Lamp1", "Lamp2", "Lamp3"]
+    devices = [f"{n}:pycom:init=1,1,1,addr=C0:11:22:33:44:{0x55 + i:02X}" for i, n in enumerate(names)]
+    s = gateway(devices, world_args=["--host-fault", "reject=0x200d:0d#3"])
+    gw, w = s.gw, s.world
+    gw.wait_line("it holds 2 link(s)", timeout=15)
+    gw.wait_line("a slot is kept free for on-demand writes", timeout=5)
+    on_demand = [n for n in names if gw.count(f"{n} (") and any(f"{n} (" in l and "connected on demand" in l for l in gw.lines)]
+    assert len(on_demand) == 2, gw.stderr
+    permanent = next(n for n in names if n not in on_demand)
+    gw.wait_line(lambda l: "released (on demand)" in l, timeout=10)
+    for i, n in enumerate(on_demand + [permanent]):
+        ev, lines = w.mark(), gw.mark()
+        s.command(n, {"state": "ON", "color": {"r": 20 + i, "g": 0, "b": 0}})
+        w.wait_event({"event": "state", "device": n, "rgb": [20 + i, 0, 0]}, since=ev, timeout=15)
+        if n in on_demand:
+            w.wait_event({"event": "disconnected", "device": n}, since=ev, timeout=10)  # released when idle
+            gw.wait_line("releasing the on-demand link", since=lines, timeout=5)
+    # Never more than 2 links at once, and nobody was marked unavailable.
+    up, most = set(), 0
+    for e in w.find(lambda e: e["event"] in ("connected", "disconnected")):
+        (up.add if e["event"] == "connected" else up.discard)(e["device"])
+        most = max(most, len(up))
+    assert most <= 2, w.format_events()
+    assert not s.mq.find(pred=lambda x: x.topic.endswith("/availability") and x.text == "offline" and "gateway" not in x.topic)
+    s.stop(signal.SIGINT)
