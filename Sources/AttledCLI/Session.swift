@@ -217,6 +217,27 @@ final class Session {
         transport = nil
     }
 
+    /// Closes the stack (what still answers is disconnected) and opens the
+    /// transport and initialises the controller again, for a run that
+    /// outlives controller faults (the UI).
+    /// - Throws: `TransportError`, `HCIError`.
+    func reopenStack() throws -> BLEStack {
+        if let old = stack {
+            old.host.commandTimeoutMs = 500
+            old.close()
+        }
+        stack = nil
+        transport = nil
+        let t = try (opts.transport ?? .userChannel(index: 0)).open()
+        let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
+        let st: BLEStack
+        do { st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers) } catch { t.close(); throw error }
+        st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
+        transport = t
+        stack = st
+        return st
+    }
+
     func printTiming(_ l: Link) {
         let b = l.bearer
         guard !b.transactions.isEmpty else { return }

@@ -18,7 +18,9 @@ import LEDProfile
 /// found again by scanning. The harness gets two buttons and its notifications.
 final class UIApp {
     /// What the UI needs, and nothing else of the session.
-    let stack: BLEStack
+    var stack: BLEStack
+    /// Reopens the transport and initialises the controller again (nil: cannot).
+    var reopen: (() throws -> BLEStack)?
     let resolver: LEDResolver
     let filter: DeviceFilter
     let passive: Bool
@@ -63,6 +65,48 @@ final class UIApp {
         self.init(stack: stack, resolver: LEDResolver(cache: s.cache, explicitProfile: s.opts.explicitProfile, trustCache: s.opts.trustCache),
                   filter: Target.from(s.opts)[0].filter, passive: s.opts.passive,
                   connectTimeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs)
+        reopen = { [unowned s] in try s.reopenStack() }
+    }
+
+    /// A controller fault the UI outlives by reopening the transport: the
+    /// transport lost, a Hardware Error, a command never answered.
+    static func isControllerFault(_ e: HCIError) -> Bool {
+        switch e {
+        case .transport, .hardwareError, .commandTimeout: return true
+        default: return false
+        }
+    }
+
+    /// Reopens the controller with backoff (0.5 s doubling to 8 s), keys
+    /// still handled (q quits) while there is none.
+    func recover(from e: HCIError) throws {
+        guard let reopen else { throw e }
+        var attempt = 0
+        state = .scanning
+        while !quit {
+            status = "controller: \(e); reopening it"
+            draw()
+            let until = Instant.now().adding(ms: min(500 << min(attempt, 4), 8_000))
+            while Instant.now() < until && !quit {
+                if SignalWatch.received != nil { throw HCIError.interrupted(signal: SignalWatch.received ?? SIGINT) }
+                if inputPending { handleInput(); draw() }
+                usleep(20_000)
+            }
+            if quit { return }
+            do {
+                stack = try reopen()
+                stack.host.onWake = { [unowned self] in
+                    if SignalWatch.takeResized() { self.draw() }
+                }
+                status = "controller initialised again"
+                return
+            } catch let again as HCIError where Self.isControllerFault(again) {
+                attempt += 1
+            } catch let t as TransportError {
+                status = "controller: \(t); retrying"
+                attempt += 1
+            }
+        }
     }
 
     var isHarness: Bool { led.map { !$0.profile.isRGB } ?? false }
@@ -77,7 +121,13 @@ final class UIApp {
             if SignalWatch.takeResized() { self.draw() }
         }
         while !quit {
-            try session()
+            do {
+                try session()
+            } catch let e as HCIError where Self.isControllerFault(e) {
+                // The device's link went with the controller: reset and reopen.
+                link = nil; led = nil
+                try recover(from: e)
+            }
             if quit { break }
             // Lost the device: disable, reset, scan again.
             enabled = false

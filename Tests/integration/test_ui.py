@@ -135,6 +135,27 @@ def test_controller_refusing_a_connect_is_not_fatal(world, pane):
     p.wait(lambda t: "EXITED 0" in t)
 
 
+def test_lost_controller_is_reopened_and_the_device_found_again(world, pane):
+    # The controller's transport closes under the UI (a dongle unplugged, the
+    # TCP peer gone); this controller drops its links when that happens. The
+    # UI reopens the transport, initialises the controller and finds the
+    # device again instead of exiting.
+    w = world(devices=["CassarTech:pycom:init=4,5,6"], extra_args=["--stdin-commands", "--reset-on-host-close"])
+    p = pane(["-i", w.transport(), "--name", "CassarTech"])
+    p.wait(lambda t: "connected" in t and slider(t, "Red") == "4")
+    mark = w.mark()
+    assert w.proc.stdin is not None
+    w.proc.stdin.write("close\n")
+    w.proc.stdin.flush()
+    w.wait_event({"event": "host_disconnected"}, since=mark)
+    w.wait_event({"event": "host_connected"}, since=mark, timeout=15)
+    t = p.wait(lambda t: "connected" in t and slider(t, "Red") == "4" and "EXITED" not in t, timeout=20)
+    p.keys("Right")
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [5, 5, 6]}, since=mark)
+    p.keys("q")
+    p.wait(lambda t: "EXITED 0" in t)
+
+
 def test_harness_buttons_send_press_and_release_in_order(world, pane):
     w = world(devices=["Harness:harness"])
     p = pane(["-i", w.transport(), "--name", "Harness"])
