@@ -49,6 +49,7 @@ final class Gateway {
         if epfd < 0 { throw RunError("epoll_create1: \(String(cString: strerror(errno)))", .failure) }
         // Session.run installed the signal pipe before making the gateway.
         if SignalWatch.wakeFD >= 0 { add(SignalWatch.wakeFD, UInt32(EPOLLIN.rawValue)) }
+        SignalWatch.installHangup()
     }
 
     deinit { close(epfd) }
@@ -217,6 +218,31 @@ final class Gateway {
         syncEpoll()
     }
 
+    /// SIGHUP: drop the broker connection and connect again at once (after
+    /// the broker's address moved, or its credentials were rotated).
+    private func hangup() {
+        guard let c = mqtt, !stopping else { return }
+        log("gateway: SIGHUP: reconnecting to the broker")
+        if let t = mqttRetry, let h = s.host { h.cancel(t) }
+        mqttRetry = nil
+        mqttBackoff.reset()
+        if c.state == .connected {
+            // Clean: the broker does not publish the will; onDisconnect then reconnects.
+            hupReconnect = true
+            try? c.disconnect()
+            // Let the DISCONNECT go out (bounded; a SIGHUP is rare), then connect again.
+            _ = c.runUntil(Instant.now().adding(ms: 500)) { c.state != .connected || c.socket < 0 }
+            if hupReconnect {
+                // The disconnect was never reported: connect again anyway.
+                hupReconnect = false
+                connectBroker(first: false)
+            }
+            syncEpoll()
+        } else {
+            connectBroker(first: false)
+        }
+    }
+
     private func scheduleBrokerRetry() {
         guard let h = s.host, mqttRetry == nil, !stopping else { return }
         let ms = mqttBackoff.next()
@@ -246,10 +272,25 @@ final class Gateway {
 
     private func brokerLost(_ code: MosquittoCode) {
         guard !stopping else { return }
-        log("gateway: MQTT: connection lost (\(code))")
         syncEpoll()
+        if hupReconnect {
+            // Not from inside libmosquitto's callback: it still closes the old
+            // connection after this returns. Next turn of the loop.
+            hupReconnect = false
+            if let h = s.host {
+                mqttRetry = h.schedule(afterMs: 0) { [weak self] in
+                    self?.mqttRetry = nil
+                    self?.connectBroker(first: false)
+                }
+            }
+            return
+        }
+        log("gateway: MQTT: connection lost (\(code))")
         scheduleBrokerRetry()
     }
+
+    /// A SIGHUP asked for a reconnect: the disconnect that follows is ours.
+    private var hupReconnect = false
 
     private func publish(_ topic: String, _ text: String, retain: Bool) {
         guard let c = mqtt, c.state == .connected else { return }
@@ -318,7 +359,11 @@ final class Gateway {
         guard n > 0 else { return }
         for e in events.prefix(Int(n)) {
             let fd = e.data.fd
-            if fd == SignalWatch.wakeFD { SignalWatch.drain(); continue }
+            if fd == SignalWatch.wakeFD {
+                SignalWatch.drain()
+                if SignalWatch.takeHangup() { hangup() }
+                continue
+            }
             guard let c = mqtt, fd == c.socket else { continue }
             if e.events & UInt32(EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { c.handleReadable() }
             if e.events & UInt32(EPOLLOUT.rawValue) != 0, c.socket >= 0 { c.handleWritable() }

@@ -53,6 +53,22 @@ public enum SignalWatch {
     /// True once after each SIGWINCH.
     public static func takeResized() -> Bool { resizedFlag.exchange(false, ordering: .relaxed) }
 
+    private static let hangupFlag = Atomic<Bool>(false)
+
+    /// Also watch SIGHUP: it wakes the loop without interrupting it (the
+    /// gateway reconnects to its broker).
+    public static func installHangup() {
+        let handler: @convention(c) (Int32) -> Void = { _ in
+            SignalWatch.hangupFlag.store(true, ordering: .relaxed)
+            var b: UInt8 = 4
+            _ = write(SignalWatch.pipeWrite.load(ordering: .relaxed), &b, 1)
+        }
+        signal(SIGHUP, handler)
+    }
+
+    /// True once after each SIGHUP.
+    public static func takeHangup() -> Bool { hangupFlag.exchange(false, ordering: .relaxed) }
+
     /// Wakes a waiting loop from another thread (e.g. a terminal input reader).
     public static func poke() {
         var b: UInt8 = 3

@@ -779,3 +779,21 @@ def test_controller_full_devices_beyond_are_connected_on_demand(gateway):
     assert most <= 2, w.format_events()
     assert not s.mq.find(pred=lambda x: x.topic.endswith("/availability") and x.text == "offline" and "gateway" not in x.topic)
     s.stop(signal.SIGINT)
+
+
+def test_sighup_reconnects_to_the_broker(gateway):
+    s = gateway(["Lamp1:pycom:init=1,2,3"])
+    s.wait_online("Lamp1")
+    m, lines, ev = s.mq.mark(), s.gw.mark(), s.world.mark()
+    s.gw.p.send_signal(signal.SIGHUP)
+    s.gw.wait_line("SIGHUP: reconnecting to the broker", since=lines)
+    s.gw.wait_line("MQTT: connected", since=lines)
+    # Republished on the new connection; the clean disconnect sent no will.
+    s.mq.wait_text("attled/gateway/availability", "online", since=m)
+    assert not s.mq.find("attled/gateway/availability", pred=lambda x: x.text == "offline", since=m)
+    s.command("Lamp1", {"state": "ON", "color": {"r": 3, "g": 3, "b": 3}})
+    s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [3, 3, 3]}, since=ev)
+    assert s.gw.p.poll() is None  # still running
+    t0 = time.monotonic()
+    s.stop(signal.SIGTERM)
+    assert time.monotonic() - t0 < 5, "SIGTERM took 5 s or more"
