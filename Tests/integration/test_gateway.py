@@ -797,3 +797,18 @@ def test_sighup_reconnects_to_the_broker(gateway):
     t0 = time.monotonic()
     s.stop(signal.SIGTERM)
     assert time.monotonic() - t0 < 5, "SIGTERM took 5 s or more"
+
+
+def test_connect_refused_with_command_disallowed_is_retried(gateway):
+    """The stock Bumble controller's quirk seen from the host: LE Create
+    Connection refused with Command Disallowed (a cancelled attempt still
+    pending in the controller). Not fatal: retried with backoff."""
+    s = gateway(["Lamp1:pycom:init=1,2,3"], world_args=["--host-fault", "reject=0x200d#1"])
+    s.gw.wait_line("Command Disallowed", timeout=10)
+    s.wait_online("Lamp1", timeout=15)
+    assert s.world.find({"event": "host_fault"})
+    assert s.gw.p.poll() is None
+    ev = s.world.mark()
+    s.command("Lamp1", {"state": "ON", "color": {"r": 4, "g": 4, "b": 4}})
+    s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [4, 4, 4]}, since=ev)
+    s.stop(signal.SIGINT)
