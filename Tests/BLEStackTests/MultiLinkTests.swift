@@ -313,4 +313,24 @@ struct ConnectionManagerTests {
         #expect(ctl.sentOpcodes == [0x200D, 0x200E, 0x0406])
         #expect(central.connections.isEmpty)
     }
+
+    @Test("a late completion the owner adopts (the gateway) is kept: handed to onUnrequestedConnection, no Disconnect")
+    func lateCompletionAdopted() throws {
+        let ctl = ScriptedController()
+        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20")])
+        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel)]) // no Connection Complete (stock Bumble)
+        let host = HCIHost(transport: ctl)
+        host.interruptible = false
+        let central = Central(host: host, info: ControllerInfo())
+        central.cancelGraceMs = 30
+        var adopted: [LEConnection] = []
+        central.onUnrequestedConnection = { c in adopted.append(c); return true }
+        #expect(throws: GAPError.connectTimeout(Self.peerA, ms: 20)) { try central.connect(to: Self.peerA, timeoutMs: 20) }
+        ctl.deliver(h4("04 3e 13 01 00 01 00 00 01 55 44 33 22 11 c0 06 00 00 00 c8 00 00"))
+        _ = try host.pump(until: Instant.now().adding(ms: 200)) { !adopted.isEmpty }
+        _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
+        #expect(adopted.map(\.peer) == [Self.peerA] && adopted.first?.handle == 1)
+        #expect(ctl.sentOpcodes == [0x200D, 0x200E])
+        #expect(central.connections[1]?.isConnected == true)
+    }
 }
