@@ -20,14 +20,14 @@ final class Gateway {
     let topics: HATopics
     let resolver: LEDResolver
     private(set) var mqtt: MQTTClient?
-    private let epfd: Int32
-    private var registeredFD: Int32 = -1
-    private var registeredEvents: UInt32 = 0
-    private var mqttBackoff = Backoff(initialMs: 500, maxMs: 30_000)
-    private var mqttRetry: HostToken?
-    private var devices: [BDAddress: GatewayDevice] = [:]
-    private var connecting: GatewayDevice?
-    private var stopping = false
+    let epfd: Int32
+    var registeredFD: Int32 = -1
+    var registeredEvents: UInt32 = 0
+    var mqttBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+    var mqttRetry: HostToken?
+    var devices: [BDAddress: GatewayDevice] = [:]
+    var connecting: GatewayDevice?
+    var stopping = false
     /// The loop's wake-up source: the epoll set (signals and the broker).
     var wake: Wake {
         Wake(fd: epfd, drain: { [weak self] in self?.drainEpoll() }, interruption: { SignalWatch.received })
@@ -58,10 +58,10 @@ final class Gateway {
 
     /// Set when the controller stopped answering a command: the loop ends
     /// and the controller is reset and initialised again.
-    private var resetReason: String?
+    var resetReason: String?
     /// The last scan failure logged (logged again only when it changes).
-    private var scanError: String?
-    private var controllerBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+    var scanError: String?
+    var controllerBackoff = Backoff(initialMs: 500, maxMs: 30_000)
 
     /// Runs until SIGINT or SIGTERM (exit 0). A Hardware Error, a command the
     /// controller never answers, or a lost transport do not end it: the
@@ -94,7 +94,7 @@ final class Gateway {
 
     /// Hooks the gateway into a (new) stack: scan reports, disconnections,
     /// late connections, the periodic tick, scanning.
-    private func attach(_ stack: BLEStack) {
+    func attach(_ stack: BLEStack) {
         stack.central.onDeviceUpdate = { [weak self] d, _ in self?.heard(d) }
         stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
         // A connection that completes after its attempt was given up (a
@@ -115,7 +115,7 @@ final class Gateway {
     /// Drops the old stack (every link is gone with it), then reopens the
     /// transport and initialises the controller, with backoff, serving the
     /// broker meanwhile.
-    private func recover(_ old: BLEStack) throws -> BLEStack {
+    func recover(_ old: BLEStack) throws -> BLEStack {
         for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
         connecting = nil
         old.central.onDeviceUpdate = nil
@@ -151,7 +151,7 @@ final class Gateway {
     }
 
     /// Waits `ms` with no controller, still serving the broker (and signals).
-    private func serveBrokerOnly(ms: Int) throws {
+    func serveBrokerOnly(ms: Int) throws {
         let until = Instant.now().adding(ms: ms)
         var lastMisc = Instant.now()
         while Instant.now() < until {
@@ -185,7 +185,7 @@ final class Gateway {
 
     // MARK: MQTT
 
-    private func startMQTT() throws {
+    func startMQTT() throws {
         var password: String? = nil
         if let f = opts.mqttPasswordFile {
             guard let raw = FileDescriptor.readFile(f, limit: 4096) else {
@@ -207,7 +207,7 @@ final class Gateway {
         connectBroker(first: true)
     }
 
-    private func connectBroker(first: Bool) {
+    func connectBroker(first: Bool) {
         guard let c = mqtt, !stopping else { return }
         do {
             if first { try c.connect() } else { try c.reconnect() }
@@ -220,7 +220,7 @@ final class Gateway {
 
     /// SIGHUP: drop the broker connection and connect again at once (after
     /// the broker's address moved, or its credentials were rotated).
-    private func hangup() {
+    func hangup() {
         guard let c = mqtt, !stopping else { return }
         log("gateway: SIGHUP: reconnecting to the broker")
         if let t = mqttRetry, let h = s.host { h.cancel(t) }
@@ -243,7 +243,7 @@ final class Gateway {
         }
     }
 
-    private func scheduleBrokerRetry() {
+    func scheduleBrokerRetry() {
         guard let h = s.host, mqttRetry == nil, !stopping else { return }
         let ms = mqttBackoff.next()
         log("gateway: MQTT: reconnecting in \(ms) ms")
@@ -253,7 +253,7 @@ final class Gateway {
         }
     }
 
-    private func brokerConnected(_ ack: MQTTConnack) {
+    func brokerConnected(_ ack: MQTTConnack) {
         guard ack.isAccepted else {
             log("gateway: MQTT: the broker refused the connection: \(ack)")
             scheduleBrokerRetry()
@@ -270,7 +270,7 @@ final class Gateway {
         syncEpoll()
     }
 
-    private func brokerLost(_ code: MosquittoCode) {
+    func brokerLost(_ code: MosquittoCode) {
         guard !stopping else { return }
         syncEpoll()
         if hupReconnect {
@@ -290,9 +290,9 @@ final class Gateway {
     }
 
     /// A SIGHUP asked for a reconnect: the disconnect that follows is ours.
-    private var hupReconnect = false
+    var hupReconnect = false
 
-    private func publish(_ topic: String, _ text: String, retain: Bool) {
+    func publish(_ topic: String, _ text: String, retain: Bool) {
         guard let c = mqtt, c.state == .connected else { return }
         do { _ = try c.publish(topic: topic, text: text, qos: .atLeastOnce, retain: retain) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
         syncEpoll()
@@ -301,7 +301,7 @@ final class Gateway {
     /// Publishes `m`: QoS 1 for configs and availability, QoS 0 for states,
     /// whose PUBACK would only add a round trip (and, with Nagle on the
     /// broker's side, hold the next command back by a delayed ACK).
-    private func publish(_ m: HAMessage, qos: MQTTQoS = .atLeastOnce) {
+    func publish(_ m: HAMessage, qos: MQTTQoS = .atLeastOnce) {
         guard let c = mqtt, c.state == .connected else { return }
         do { _ = try c.publish(topic: m.topic, payload: m.payloadBytes, qos: qos, retain: m.retain) } catch { log("gateway: MQTT: publish \(m.topic): \(error)") }
         syncEpoll()
@@ -312,7 +312,7 @@ final class Gateway {
     /// messages go at QoS 0: a PUBACK still unread when the socket closes
     /// would make the kernel reset the connection, and the broker would then
     /// treat it as lost and publish the will on top.
-    private func shutdownMQTT(_ h: HCIHost) {
+    func shutdownMQTT(_ h: HCIHost) {
         guard let c = mqtt, c.state == .connected else { return }
         for d in devices.values { if let ha = d.ha { publishQoS0(c, topics.availability(ha), HomeAssistant.offline) } }
         publishQoS0(c, topics.gatewayAvailability, HomeAssistant.offline)
@@ -325,13 +325,13 @@ final class Gateway {
         if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil); registeredFD = -1 }
     }
 
-    private func publishQoS0(_ c: MQTTClient, _ topic: String, _ text: String) {
+    func publishQoS0(_ c: MQTTClient, _ topic: String, _ text: String) {
         do { _ = try c.publish(topic: topic, text: text, qos: .atMostOnce, retain: true) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
     }
 
     // MARK: the epoll set
 
-    private func add(_ fd: Int32, _ events: UInt32) {
+    func add(_ fd: Int32, _ events: UInt32) {
         var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
         _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
     }
@@ -353,7 +353,7 @@ final class Gateway {
         }
     }
 
-    private func drainEpoll() {
+    func drainEpoll() {
         var events = [epoll_event](repeating: epoll_event(), count: 8)
         let n = epoll_wait(epfd, &events, 8, 0)
         guard n > 0 else { return }
@@ -371,7 +371,7 @@ final class Gateway {
         syncEpoll()
     }
 
-    private func schedulePeriodic(_ h: HCIHost) {
+    func schedulePeriodic(_ h: HCIHost) {
         _ = h.schedule(afterMs: 500) { [weak self] in
             guard let self else { return }
             self.mqtt?.periodic()
@@ -382,380 +382,11 @@ final class Gateway {
         }
     }
 
-    // MARK: devices
+    // MARK: state kept by the extensions (GatewayDevices.swift, GatewayCommands.swift)
 
-    /// Whether the gateway adopts `d`: one of the targets, or (without
-    /// targets) any device advertising a known LED service.
-    private func wanted(_ d: DiscoveredDevice) -> Bool {
-        if opts.names.isEmpty && opts.addresses.isEmpty { return LEDProfile.detect(d.serviceUUIDs) != nil }
-        if opts.addresses.contains(where: { $0.address == d.address.address }) { return true }
-        guard let n = d.name else { return false }
-        return opts.names.contains(n)
-    }
-
-    private func heard(_ d: DiscoveredDevice) {
-        guard !stopping, d.connectable, wanted(d) else { return }
-        let dev = devices[d.address.address] ?? {
-            let g = GatewayDevice(address: d.address)
-            devices[d.address.address] = g
-            return g
-        }()
-        if let n = d.name { dev.name = n }
-        dev.advertised = d.serviceUUIDs
-        tryConnect(dev)
-    }
-
-    /// Devices without a link whose backoff is over and that were heard
-    /// again since they went down: the scan reports a known device only when
-    /// its advertising data changes, so the periodic tick looks at
-    /// `lastSeen` instead.
-    private func retryHeard() {
-        guard let stack = s.stack, !stopping, connecting == nil else { return }
-        let now = Instant.now()
-        for dev in devices.values where dev.link == nil && now >= dev.notBefore {
-            guard let d = stack.central.devices[dev.address], d.lastSeen.adding(ms: 1000) >= now,
-                  dev.downAt.map({ d.lastSeen > $0 }) ?? true else { continue }
-            tryConnect(dev)
-            if connecting != nil { return }
-        }
-    }
-
-    private var linkCount: Int { devices.values.filter { $0.link != nil }.count }
-
-    /// How many links may be kept up: `--max-links`, or what the controller
-    /// was found to hold, less one slot kept free for devices connected on
-    /// demand once there are any.
-    private var permanentLimit: Int? {
-        var limit = opts.maxLinks
-        if let c = capacity { limit = min(limit ?? c, c) }
-        if let l = limit, devices.values.contains(where: { $0.onDemand }) { return max(0, l - 1) }
-        return limit
-    }
-
-    /// The slots for links at all (permanent and on demand).
-    private var slotLimit: Int? {
-        if let c = capacity { return min(opts.maxLinks ?? c, c) }
-        return opts.maxLinks
-    }
-
-    private func tryConnect(_ dev: GatewayDevice) {
-        guard let stack = s.stack, connecting == nil, dev.link == nil, Instant.now() >= dev.notBefore else { return }
-        if dev.onDemand {
-            // Only when there is something to write, and a slot.
-            guard dev.wanted != nil || dev.pendingPress != nil else { return }
-            if let l = slotLimit, linkCount >= l { return }
-        } else if let l = permanentLimit, linkCount >= l {
-            if slotLimit != nil || opts.maxLinks != nil {
-                becomeOnDemand(dev, because: "\(linkCount) link(s) are all the controller or --max-links allow")
-            }
-            return
-        }
-        connecting = dev
-        dev.attempts += 1
-        // One connection attempt at a time, and no scan beside it.
-        let scanStop: Future<Void> = stack.central.isScanning ? stack.central.stopScanning() : .done
-        scanStop.recover { _ in .done }
-            .flatMap { stack.startConnect(to: dev.address, timeoutMs: 3000, parameters: .oneShot) }
-            .whenComplete { [weak self] r in
-                guard let self else { return }
-                self.connecting = nil
-                switch r {
-                case .success(let link): self.linkUp(dev, link)
-                case .failure(let e):
-                    self.noteControllerError(e)
-                    if Self.isFull(e), self.linkCount > 0 {
-                        // The controller holds no more links: that is its capacity.
-                        self.capacity = self.linkCount
-                        self.log("gateway: controller: it holds \(self.linkCount) link(s) (\(e))")
-                        self.becomeOnDemand(dev, because: "the controller is full")
-                        self.makeRoomForOnDemand()
-                        break
-                    }
-                    dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
-                    self.log("gateway: \(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
-                }
-                self.ensureScanning()
-            }
-    }
-
+    var linkCount: Int { devices.values.filter { $0.link != nil }.count }
     /// Learned when the controller refuses a link for want of room.
-    private var capacity: Int?
-
-    /// A refusal that means "no room for another link": Connection Limit
-    /// Exceeded (0x09), Memory Capacity Exceeded (0x07), Connection Rejected
-    /// due to Limited Resources (0x0D).
-    static func isFull(_ e: any Error) -> Bool {
-        var st: HCIStatus?
-        if case let HCIError.commandFailed(_, s) = e { st = s }
-        if case let GAPError.connectFailed(_, s) = e { st = s }
-        guard let st else { return false }
-        return [0x07, 0x09, 0x0D].contains(st.rawValue)
-    }
-
-    /// Devices beyond the links the controller holds are connected when a
-    /// command comes, written, and disconnected after a short idle.
-    private func becomeOnDemand(_ dev: GatewayDevice, because why: String) {
-        guard !dev.onDemand else { return }
-        dev.onDemand = true
-        log("gateway: \(dev.label): connected on demand from now on (\(why))")
-        if dev.ha == nil, let p = LEDProfile.detect(dev.advertised) {
-            dev.ha = try? HADevice(id: dev.address.address.description, name: dev.name ?? dev.address.address.description,
-                                   model: p.name, kind: p.isRGB ? .light : .harness)
-        }
-        if let ha = dev.ha {
-            for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
-            publish(topics.availability(ha), HomeAssistant.online, retain: true)
-        }
-    }
-
-    /// Keeps one slot free for the devices connected on demand: the most
-    /// recently connected permanent link is released and joins them.
-    private func makeRoomForOnDemand() {
-        guard let limit = permanentLimit, linkCount > limit else { return }
-        let held = devices.values.filter { $0.link != nil && !$0.onDemand }.sorted { ($0.connectedAt ?? Instant.now()) > ($1.connectedAt ?? Instant.now()) }
-        for dev in held.prefix(linkCount - limit) {
-            becomeOnDemand(dev, because: "a slot is kept free for on-demand writes")
-            dev.plannedDisconnect = true
-            _ = dev.link?.startDisconnect()
-        }
-    }
-
-    /// An on-demand link is let go once idle.
-    private func releaseWhenIdle(_ dev: GatewayDevice) {
-        guard dev.onDemand, let h = s.host else { return }
-        if let t = dev.releaseTimer { h.cancel(t) }
-        dev.releaseTimer = h.schedule(afterMs: Self.onDemandIdleMs) { [weak self] in
-            dev.releaseTimer = nil
-            guard let self, dev.onDemand, !dev.writing, dev.wanted == nil, let link = dev.link else { return }
-            dev.plannedDisconnect = true
-            self.log("gateway: \(dev.label): idle: releasing the on-demand link")
-            _ = link.startDisconnect()
-        }
-    }
-
-    /// How long an on-demand link stays up after its last write.
-    static let onDemandIdleMs = 2_000
-
-    /// A command the controller never answered: reset it (the loop ends and
-    /// `recover` runs). Rejections (Command Disallowed after a cancel, say)
-    /// are not: the attempt is retried with backoff.
-    private func noteControllerError(_ e: any Error) {
-        if case HCIError.commandTimeout = e, resetReason == nil { resetReason = "\(e)" }
-    }
-
-    /// Scans while some wanted device may be out there and no connection is pending.
-    func ensureScanning() {
-        guard let stack = s.stack, !stopping, connecting == nil, !stack.central.isScanning else { return }
-        if let max = opts.maxLinks, linkCount >= max { return }
-        stack.central.startScanning(active: true).whenComplete { [weak self] r in
-            guard let self else { return }
-            guard case .failure(let e) = r else { self.scanError = nil; return }
-            if "\(e)" != self.scanError { self.log("gateway: scan: \(e)") }  // once per kind, not every tick
-            self.scanError = "\(e)"
-            self.noteControllerError(e)
-            // A controller still scanning for a host that went away (Bumble's
-            // keeps its scan across HCI Reset): stop it; the next tick scans again.
-            if case HCIError.commandFailed(_, .commandDisallowed) = e {
-                _ = stack.host.submit(.leSetScanEnable(false, filterDuplicates: false))
-            }
-        }
-    }
-
-    private func linkUp(_ dev: GatewayDevice, _ link: Link) {
-        dev.link = link
-        link.bearer.transactionTimeoutMs = 3000
-        log("gateway: \(dev.label): connected (handle 0x\(Hex.int(link.connection.handle, width: 4)))")
-        let report = Report(prefix: "gateway: \(dev.label): ", quiet: !(opts.trace != .off))
-        let sec = Securer(opts: opts, store: s.bonds, report: report)
-        sec.attach(link)
-        dev.securer = sec
-        sec.upFront(link)
-            .flatMap { [self] in resolver.start(link.gatt, peer: link.peer, advertised: dev.advertised, deviceName: dev.label, report: report) }
-            .flatMap { [self] (led, _) -> Future<Void> in
-                dev.led = led
-                return prepare(dev, link, led, sec)
-            }
-            .whenComplete { [weak self] r in
-                guard let self else { return }
-                switch r {
-                case .success:
-                    dev.attempts = 0
-                    dev.backoff.reset()
-                    dev.connectedAt = Instant.now()
-                    self.armIdle(dev)
-                    if let b = dev.pendingPress { dev.pendingPress = nil; self.press(dev, b) }
-                    self.releaseWhenIdle(dev)
-                    self.log("gateway: \(dev.label): ready (\(dev.led?.profile.name ?? "?"))")
-                    self.announce(dev)
-                    self.flush(dev)
-                case .failure(let e):
-                    self.log("gateway: \(dev.label): setup failed: \(classify(e).message); disconnecting")
-                    _ = link.startDisconnect()
-                }
-            }
-    }
-
-    /// Reads the colour back (lights) or subscribes to notifications (harness).
-    private func prepare(_ dev: GatewayDevice, _ link: Link, _ led: ResolvedLED, _ sec: Securer) -> Future<Void> {
-        let kind: HADevice.Kind = led.profile.isRGB ? .light : .harness
-        do { dev.ha = try HADevice(id: dev.address.address.description, name: dev.name ?? dev.address.address.description, model: led.profile.name, kind: kind) }
-        catch { return Future(error: RunError("\(error)", .failure)) }
-        if led.profile.isRGB {
-            guard led.rgb?.allSatisfy({ $0.properties.contains(.read) }) == true else { return .done }
-            return sec.retrying(link) { LEDOperations.startReadColour(link.gatt, led) }.map { rgb in
-                if dev.light == nil { dev.light = LightState.readBack(LightColor(rgb.r, rgb.g, rgb.b)) }
-            }
-        }
-        guard let n = led.notifier, n.properties.contains(.notify) || n.properties.contains(.indicate) else { return .done }
-        link.bearer.onNotification = { [weak self] hv in
-            guard let self, hv.handle == n.valueHandle, let ha = dev.ha else { return }
-            self.publish(self.topics.notifications(ha), HomeAssistant.notificationText(hv.value), retain: false)
-        }
-        return sec.retrying(link) { link.gatt.startSubscribe(n, indications: !n.properties.contains(.notify)) }
-    }
-
-    /// Discovery configs, availability and state of a ready device.
-    private func announce(_ dev: GatewayDevice) {
-        guard let ha = dev.ha else { return }
-        for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
-        publish(topics.availability(ha), dev.link != nil && dev.led != nil ? HomeAssistant.online : HomeAssistant.offline, retain: true)
-        if let l = dev.light { publish(l.stateMessage(ha, topics: topics), qos: .atMostOnce) }
-    }
-
-    private func linkDown(_ peer: DeviceAddress, reason: HCIStatus?, force: Bool = false) {
-        guard let dev = devices[peer.address], dev.link != nil else { return }
-        if force { dev.link?.l2cap.close() }
-        dev.link = nil
-        dev.led = nil
-        dev.writing = false
-        dev.idle = false
-        dev.downAt = Instant.now()
-        if let t = dev.idleTimer, let h = s.host { h.cancel(t) }
-        dev.idleTimer = nil
-        dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
-        if dev.plannedDisconnect {
-            // An on-demand link let go: the device stays available.
-            dev.plannedDisconnect = false
-            dev.notBefore = Instant.now()
-            log("gateway: \(dev.label): released (on demand)")
-            ensureScanning()
-            return
-        }
-        log("gateway: \(dev.label): disconnected; unavailable until it advertises again")
-        if let ha = dev.ha { publish(topics.availability(ha), HomeAssistant.offline, retain: true) }
-        ensureScanning()
-    }
-
-    // MARK: connection interval policy (PROTOCOL.md, "Connection parameters")
-
-    /// A link quiet for this long moves to the `idle` parameters.
-    static let idleAfterMs = 10_000
-
-    /// (Re)starts the quiet timer; when it fires, LE Connection Update to `idle`.
-    private func armIdle(_ dev: GatewayDevice) {
-        guard let h = s.host else { return }
-        if let t = dev.idleTimer { h.cancel(t) }
-        dev.idleTimer = h.schedule(afterMs: Self.idleAfterMs) { [weak self] in
-            dev.idleTimer = nil
-            self?.setInterval(dev, idle: true)
-        }
-    }
-
-    /// Asks the controller for the `idle` or `oneShot` parameters; writes go on meanwhile.
-    private func setInterval(_ dev: GatewayDevice, idle: Bool) {
-        guard let link = dev.link, let h = s.host, dev.idle != idle else { return }
-        dev.idle = idle
-        let p: ConnectionParameters = idle ? .idle : .oneShot
-        h.submit(LEConnectionUpdate(handle: link.connection.handle, parameters: p).command).whenFailure { [weak self] e in
-            self?.log("gateway: \(dev.label): connection update to \(idle ? "idle" : "active") parameters refused: \(e)")
-        }
-        if opts.trace != .off { log("gateway: \(dev.label): \(idle ? "quiet: relaxing the connection interval" : "active: short connection interval")") }
-    }
-
-    // MARK: commands
-
-    private func message(_ topic: String, _ payload: [UInt8]) {
-        if topic == topics.homeAssistantStatus {
-            if HomeAssistant.isBirth(payload) {
-                log("gateway: Home Assistant is online: publishing the discovery configs again")
-                publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
-                for d in devices.values where d.ha != nil { announce(d) }
-            }
-            return
-        }
-        guard let dev = devices.values.first(where: { d in d.ha.map { topic.hasPrefix(topics.base($0) + "/") } ?? false }),
-              let ha = dev.ha else {
-            log("gateway: ignored a message on \(topic): no such device")
-            return
-        }
-        if topic == topics.command(ha) {
-            guard ha.kind == .light else { return }
-            let cmd: LightCommand
-            do { cmd = try LightCommand.parse(payload) } catch {
-                log("gateway: \(dev.label): ignored a command: \(error)")
-                return
-            }
-            let base = dev.wanted ?? dev.light ?? .initial
-            dev.wanted = base.applying(cmd)
-            dev.commandAt = Instant.now()
-            flush(dev)
-        } else if let button = HomeAssistant.buttonPress(topic: topic, payload: payload, device: ha, topics: topics) {
-            press(dev, button)
-        }
-    }
-
-    /// Writes the latest wanted state, one write in flight per device.
-    private func flush(_ dev: GatewayDevice) {
-        if dev.onDemand, dev.link == nil, dev.wanted != nil { tryConnect(dev); return }
-        guard let link = dev.link, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
-        setInterval(dev, idle: false)
-        armIdle(dev)
-        dev.wanted = nil
-        dev.writing = true
-        let c = want.deviceColor
-        let started = dev.commandAt
-        let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
-        (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in
-            guard let self else { return }
-            dev.writing = false
-            switch r {
-            case .success:
-                dev.light = want
-                self.publish(want.stateMessage(ha, topics: self.topics), qos: .atMostOnce)
-                self.releaseWhenIdle(dev)
-                if self.opts.trace != .off, let t = started {
-                    self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
-                }
-            case .failure(let e):
-                self.log("gateway: \(dev.label): write failed: \(classify(e).message)")
-                if dev.wanted == nil { dev.wanted = want } // retried when the link is back
-            }
-            self.flush(dev)
-        }
-    }
-
-    private func press(_ dev: GatewayDevice, _ b: HarnessButton) {
-        guard let link = dev.link, let led = dev.led, let cmd = led.command, let h = s.host else {
-            if dev.onDemand {
-                dev.pendingPress = b
-                tryConnect(dev)
-                return
-            }
-            log("gateway: \(dev.label): button \(b.rawValue) pressed while not connected: ignored")
-            return
-        }
-        log("gateway: \(dev.label): button \(b.rawValue)")
-        setInterval(dev, idle: false)
-        armIdle(dev)
-        _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
-        _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
-            guard dev.link === link else { return }
-            LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenComplete { r in
-                if case .failure(let e) = r { self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)") }
-                self?.releaseWhenIdle(dev)
-            }
-        }
-    }
+    var capacity: Int?
 }
 
 /// One LED device the gateway looks after.

@@ -1,0 +1,123 @@
+#if ATTLED_GATEWAY
+#if canImport(Glibc)
+import Glibc
+#endif
+import Attled
+import BLEMQTT
+
+/// The gateway's commands: Home Assistant's light commands and button
+/// presses, coalesced writes, and the connection interval policy.
+extension Gateway {
+
+    // MARK: connection interval policy (PROTOCOL.md, "Connection parameters")
+
+    /// A link quiet for this long moves to the `idle` parameters.
+    static let idleAfterMs = 10_000
+
+    /// (Re)starts the quiet timer; when it fires, LE Connection Update to `idle`.
+    func armIdle(_ dev: GatewayDevice) {
+        guard let h = s.host else { return }
+        if let t = dev.idleTimer { h.cancel(t) }
+        dev.idleTimer = h.schedule(afterMs: Self.idleAfterMs) { [weak self] in
+            dev.idleTimer = nil
+            self?.setInterval(dev, idle: true)
+        }
+    }
+
+    /// Asks the controller for the `idle` or `oneShot` parameters; writes go on meanwhile.
+    func setInterval(_ dev: GatewayDevice, idle: Bool) {
+        guard let link = dev.link, let h = s.host, dev.idle != idle else { return }
+        dev.idle = idle
+        let p: ConnectionParameters = idle ? .idle : .oneShot
+        h.submit(LEConnectionUpdate(handle: link.connection.handle, parameters: p).command).whenFailure { [weak self] e in
+            self?.log("gateway: \(dev.label): connection update to \(idle ? "idle" : "active") parameters refused: \(e)")
+        }
+        if opts.trace != .off { log("gateway: \(dev.label): \(idle ? "quiet: relaxing the connection interval" : "active: short connection interval")") }
+    }
+
+    // MARK: commands
+
+    func message(_ topic: String, _ payload: [UInt8]) {
+        if topic == topics.homeAssistantStatus {
+            if HomeAssistant.isBirth(payload) {
+                log("gateway: Home Assistant is online: publishing the discovery configs again")
+                publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
+                for d in devices.values where d.ha != nil { announce(d) }
+            }
+            return
+        }
+        guard let dev = devices.values.first(where: { d in d.ha.map { topic.hasPrefix(topics.base($0) + "/") } ?? false }),
+              let ha = dev.ha else {
+            log("gateway: ignored a message on \(topic): no such device")
+            return
+        }
+        if topic == topics.command(ha) {
+            guard ha.kind == .light else { return }
+            let cmd: LightCommand
+            do { cmd = try LightCommand.parse(payload) } catch {
+                log("gateway: \(dev.label): ignored a command: \(error)")
+                return
+            }
+            let base = dev.wanted ?? dev.light ?? .initial
+            dev.wanted = base.applying(cmd)
+            dev.commandAt = Instant.now()
+            flush(dev)
+        } else if let button = HomeAssistant.buttonPress(topic: topic, payload: payload, device: ha, topics: topics) {
+            press(dev, button)
+        }
+    }
+
+    /// Writes the latest wanted state, one write in flight per device.
+    func flush(_ dev: GatewayDevice) {
+        if dev.onDemand, dev.link == nil, dev.wanted != nil { tryConnect(dev); return }
+        guard let link = dev.link, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
+        setInterval(dev, idle: false)
+        armIdle(dev)
+        dev.wanted = nil
+        dev.writing = true
+        let c = want.deviceColor
+        let started = dev.commandAt
+        let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
+        (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in
+            guard let self else { return }
+            dev.writing = false
+            switch r {
+            case .success:
+                dev.light = want
+                self.publish(want.stateMessage(ha, topics: self.topics), qos: .atMostOnce)
+                self.releaseWhenIdle(dev)
+                if self.opts.trace != .off, let t = started {
+                    self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
+                }
+            case .failure(let e):
+                self.log("gateway: \(dev.label): write failed: \(classify(e).message)")
+                if dev.wanted == nil { dev.wanted = want } // retried when the link is back
+            }
+            self.flush(dev)
+        }
+    }
+
+    func press(_ dev: GatewayDevice, _ b: HarnessButton) {
+        guard let link = dev.link, let led = dev.led, let cmd = led.command, let h = s.host else {
+            if dev.onDemand {
+                dev.pendingPress = b
+                tryConnect(dev)
+                return
+            }
+            log("gateway: \(dev.label): button \(b.rawValue) pressed while not connected: ignored")
+            return
+        }
+        log("gateway: \(dev.label): button \(b.rawValue)")
+        setInterval(dev, idle: false)
+        armIdle(dev)
+        _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
+        _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
+            guard dev.link === link else { return }
+            LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenComplete { r in
+                if case .failure(let e) = r { self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)") }
+                self?.releaseWhenIdle(dev)
+            }
+        }
+    }
+}
+#endif
