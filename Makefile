@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
-.PHONY: all build release bench soak fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
+.PHONY: all build release bench soak soak-gateway soak-gateway-run fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -68,9 +68,19 @@ bench: setup release
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
 	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench --json .build/bench.json
 
-# 500 runs in a row against the virtual devices (see Tools/soak.py).
+# 500 runs in a row against the virtual devices (see Tools/soak.py), then the
+# gateway soak.
 soak: setup build
 	$(VPY) Tools/soak.py --attled .build/debug/attled -n 500
+	$(MAKE) --no-print-directory soak-gateway-run
+
+# attled gateway: 10,000 commands to the three devices with the devices and the
+# broker restarted at random times; final states, nothing lost after the last
+# restart, flat memory (see Tools/gatewaysoak.py; SOAK_SEED=N to vary).
+SOAK_SEED ?= 1
+soak-gateway: setup build soak-gateway-run
+soak-gateway-run:
+	$(VPY) Tools/gatewaysoak.py --attled .build/debug/attled -n 10000 --seed $(SOAK_SEED) --json .build/gatewaysoak.json
 
 # Runs attled against the built-in virtual CassarTech LED (pycom profile).
 demo: setup build
