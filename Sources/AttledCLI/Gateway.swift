@@ -25,6 +25,8 @@ final class Gateway {
     var registeredEvents: UInt32 = 0
     var mqttBackoff = Backoff(initialMs: 500, maxMs: 30_000)
     var mqttRetry: HostToken?
+    /// The host `mqttRetry` was scheduled on.
+    weak var mqttRetryHost: HCIHost?
     var devices: [BDAddress: GatewayDevice] = [:]
     var connecting: GatewayDevice?
     var stopping = false
@@ -106,8 +108,12 @@ final class Gateway {
             self.linkUp(dev, stack.attach(c))
             return true
         }
-        mqttRetry = nil
-        if let c = mqtt, c.state == .disconnected { scheduleBrokerRetry() }
+        // A retry timer on a host that is gone never fires: schedule it anew
+        // (one on this host is kept: not two retries).
+        if mqttRetryHost !== stack.host {
+            mqttRetry = nil
+            if let c = mqtt, c.state == .disconnected { scheduleBrokerRetry() }
+        }
         schedulePeriodic(stack.host)
         ensureScanning()
     }
@@ -247,6 +253,7 @@ final class Gateway {
         guard let h = s.host, mqttRetry == nil, !stopping else { return }
         let ms = mqttBackoff.next()
         log("gateway: MQTT: reconnecting in \(ms) ms")
+        mqttRetryHost = h
         mqttRetry = h.schedule(afterMs: ms) { [weak self] in
             self?.mqttRetry = nil
             self?.connectBroker(first: false)
@@ -402,6 +409,8 @@ final class GatewayDevice {
     var light: LightState?
     /// The latest state asked for and not yet written (commands coalesce here).
     var wanted: LightState?
+    /// The state being written now (the base for a partial command meanwhile).
+    var inFlight: LightState?
     var commandAt: Instant?
     var writing = false
     /// The link has the `idle` connection parameters.

@@ -58,7 +58,8 @@ extension Gateway {
                 log("gateway: \(dev.label): ignored a command: \(error)")
                 return
             }
-            let base = dev.wanted ?? dev.light ?? .initial
+            // On top of the newest state: not yet written, being written, or on the device.
+            let base = dev.wanted ?? dev.inFlight ?? dev.light ?? .initial
             dev.wanted = base.applying(cmd)
             dev.commandAt = Instant.now()
             flush(dev)
@@ -75,12 +76,14 @@ extension Gateway {
         armIdle(dev)
         dev.wanted = nil
         dev.writing = true
+        dev.inFlight = want
         let c = want.deviceColor
         let started = dev.commandAt
         let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
         (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in
             guard let self else { return }
             dev.writing = false
+            dev.inFlight = nil
             switch r {
             case .success:
                 dev.light = want

@@ -227,7 +227,12 @@ extension Gateway {
         if led.profile.isRGB {
             guard led.rgb?.allSatisfy({ $0.properties.contains(.read) }) == true else { return .done }
             return sec.retrying(link) { LEDOperations.startReadColour(link.gatt, led) }.map { rgb in
-                if dev.light == nil { dev.light = LightState.readBack(LightColor(rgb.r, rgb.g, rgb.b)) }
+                // The state reports what the device has: a device that lost
+                // power (or was set by someone else) is believed, not the
+                // state from before; one that still shows it keeps its split
+                // into colour and brightness.
+                let has = LightColor(rgb.r, rgb.g, rgb.b)
+                if dev.light?.deviceColor != has { dev.light = LightState.readBack(has) }
             }
         }
         guard let n = led.notifier, n.properties.contains(.notify) || n.properties.contains(.indicate) else { return .done }

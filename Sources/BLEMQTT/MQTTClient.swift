@@ -68,7 +68,8 @@ public struct MQTTConnack: RawRepresentable, Hashable, Sendable, CustomStringCon
         case .identifierRejected: advice = "choose another client id"
         case .serverUnavailable: advice = "the broker is up but not serving; retry later"
         case .badUsernameOrPassword: advice = "check the MQTT user name and the password file"
-        case .notAuthorised: advice = "the broker refuses this user or client id; check its ACL and allow_anonymous"
+        // mosquitto answers a wrong password with 5, not 4.
+        case .notAuthorised: advice = "check the MQTT user name and the password file; else the broker's ACL and allow_anonymous"
         default: advice = "see the broker's log"
         }
         return "\(text) (CONNACK \(rawValue)): \(advice)"

@@ -812,3 +812,26 @@ def test_connect_refused_with_command_disallowed_is_retried(gateway):
     s.command("Lamp1", {"state": "ON", "color": {"r": 4, "g": 4, "b": 4}})
     s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [4, 4, 4]}, since=ev)
     s.stop(signal.SIGINT)
+
+
+def test_partial_command_during_a_write_builds_on_that_write(gateway):
+    """A bare ON (or OFF, or brightness alone) arriving while the previous
+    command is being written applies on top of that command, not on the
+    state before it (found by the soak)."""
+    s = gateway(["Lamp1:pycom:init=10,20,30"])
+    s.wait_online("Lamp1")
+    s.wait_state("Lamp1", {"color": {"r": 10, "g": 20, "b": 30}})  # the read-back state, first
+    for _ in range(5):
+        ev, m = s.world.mark(), s.mq.mark()
+        s.command("Lamp1", {"state": "ON", "brightness": 255, "color": {"r": 200, "g": 0, "b": 0}})
+        s.command("Lamp1", {"state": "ON"})
+        s.command("Lamp1", {"state": "ON", "brightness": 128})
+        s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [100, 0, 0]}, since=ev)
+        s.wait_state("Lamp1", {"brightness": 128, "color": {"r": 200, "g": 0, "b": 0}}, since=m)
+        for msg in s.mq.find(s.topic("Lamp1", "state"), since=m):
+            assert msg.json()["color"] == {"r": 200, "g": 0, "b": 0}, msg.text  # never the old colour
+        ev, m = s.world.mark(), s.mq.mark()
+        s.command("Lamp1", {"state": "ON", "brightness": 255, "color": {"r": 10, "g": 20, "b": 30}})
+        s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [10, 20, 30]}, since=ev)
+        s.wait_state("Lamp1", {"brightness": 255, "color": {"r": 10, "g": 20, "b": 30}}, since=m)
+    s.stop(signal.SIGINT)
