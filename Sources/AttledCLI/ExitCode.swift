@@ -49,6 +49,7 @@ public func classify(_ error: Error) -> RunError {
         case .commandFailed, .commandTimeout, .hardwareError, .malformed, .closed: return RunError(e.description, .controller)
         }
     case let e as GAPError: return RunError(e.description, .connectionFailed)
+    case let e as ACLDrainTimeout: return RunError(e.description, .linkLost)
     case let e as SecurityError: return RunError(e.description, .security)
     case let e as BondStoreError: return RunError(e.description, .security)
     case let e as StackError:

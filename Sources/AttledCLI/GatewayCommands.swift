@@ -94,6 +94,8 @@ extension Gateway {
                 }
             case .failure(let e):
                 self.log("gateway: \(dev.label): write failed: \(classify(e).message)")
+                // A link that no longer completes what is sent is dead: end it, so it is made again.
+                if e is ACLDrainTimeout, link.isConnected { _ = link.startDisconnect() }
                 if dev.wanted == nil { dev.wanted = want } // retried when the link is back
             }
             self.flush(dev)

@@ -224,7 +224,7 @@ public final class HCIHost {
         let drains = drainWaiters
         drainWaiters.removeAll()
         for p in pend { p.completion(.failure(e)) }
-        for (_, f) in drains { f.fail(e) }
+        for (_, f, _) in drains { f.fail(e) }
         let hs = closeHandlers
         closeHandlers.removeAll()
         for (_, h) in hs { h(e) }
@@ -346,24 +346,32 @@ public final class HCIHost {
     /// confirmed sent by Number Of Completed Packets (for example after Write
     /// Commands, before disconnecting), or the handle was released.
     /// - Returns: a future that fails only when the host fails.
-    public func startDrain(handle: UInt16) -> Future<Void> {
+    public func startDrain(handle: UInt16, timeoutMs: Int = 5000) -> Future<Void> {
         let f = Future<Void>()
         if unacknowledgedACL(handle: handle) == 0 { f.succeed(()); return f }
         if let e = failure { f.fail(e); return f }
-        drainWaiters.append((handle, f))
+        // A deadline like every other wait: a controller that never reports
+        // these packets completed (a link gone quiet) must not hold it forever.
+        let t = schedule(afterMs: timeoutMs) { [weak self] in
+            guard let self, !f.isComplete else { return }
+            let n = self.unacknowledgedACL(handle: handle)
+            self.drainWaiters.removeAll { $0.1 === f }
+            f.fail(ACLDrainTimeout(handle: handle, packets: n, ms: timeoutMs))
+        }
+        drainWaiters.append((handle, f, t))
         return f
     }
-    private var drainWaiters: [(UInt16, Future<Void>)] = []
+    private var drainWaiters: [(UInt16, Future<Void>, HostToken)] = []
 
     private func checkDrains() {
         guard !drainWaiters.isEmpty else { return }
-        var keep: [(UInt16, Future<Void>)] = []
-        var done: [Future<Void>] = []
-        for (h, f) in drainWaiters {
-            if unacknowledgedACL(handle: h) == 0 { done.append(f) } else { keep.append((h, f)) }
+        var keep: [(UInt16, Future<Void>, HostToken)] = []
+        var done: [(Future<Void>, HostToken)] = []
+        for (h, f, t) in drainWaiters {
+            if unacknowledgedACL(handle: h) == 0 { done.append((f, t)) } else { keep.append((h, f, t)) }
         }
         drainWaiters = keep
-        for f in done { f.succeed(()) }
+        for (f, t) in done { cancel(t); f.succeed(()) }
     }
 
     /// Sets the ACL buffer geometry (from LE Read Buffer Size / Read Buffer Size).
@@ -531,6 +539,20 @@ public final class HCIHost {
         for (t, h) in hs where eventHandlers.contains(where: { $0.0 == t }) { h(ev) }
         flushCommands()
         flushACL()
+    }
+}
+
+/// ACL data sent on a connection was not reported completed (Number Of
+/// Completed Packets) within the deadline of `HCIHost.startDrain`.
+public struct ACLDrainTimeout: Error, Hashable, Sendable, CustomStringConvertible {
+    public var handle: UInt16
+    /// Packets still unacknowledged when the deadline passed.
+    public var packets: Int
+    public var ms: Int
+    /// - Returns: the timeout for `handle` with `packets` still outstanding after `ms`.
+    public init(handle: UInt16, packets: Int, ms: Int) { self.handle = handle; self.packets = packets; self.ms = ms }
+    public var description: String {
+        "the controller did not confirm \(packets) packet(s) sent on handle 0x\(Hex.int(handle, width: 4)) within \(ms) ms: the link has gone quiet (out of range?)"
     }
 }
 

@@ -215,6 +215,20 @@ struct HCIHostACLTests {
         #expect(ctl.sentHex(.acl) == ["02 40 00 04 00 06 00 04 00", "02 40 10 04 00 12 10 00 ff", "02 40 10 02 00 00 01"])
     }
 
+    @Test("a drain has a deadline: packets never reported completed fail it with ACLDrainTimeout; completed ones succeed it")
+    func drainDeadline() throws {
+        let ctl = ScriptedController()
+        let host = makeHost(ctl)
+        host.setACLBuffers(length: 27, packets: 4)
+        host.sendACL(handle: 1, pdu: hex("03 00 04 00 52 10 00"))
+        let quiet = host.startDrain(handle: 1, timeoutMs: 40)
+        #expect(throws: ACLDrainTimeout(handle: 1, packets: 1, ms: 40)) { try host.wait(quiet, until: Instant.now().adding(ms: 1000)) }
+        let ok = host.startDrain(handle: 1, timeoutMs: 1000)
+        ctl.deliver(Ev.completed(handle: 1))
+        try host.wait(ok, until: Instant.now().adding(ms: 500))
+        #expect(host.unacknowledgedACL(handle: 1) == 0)
+    }
+
     @Test("a PDU that fits is one packet; an empty PDU is one empty packet")
     func singleFragment() {
         let ctl = ScriptedController()
