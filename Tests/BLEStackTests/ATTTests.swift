@@ -5,7 +5,6 @@ import Testing
 @testable import BLEL2CAP
 @testable import BLEATT
 
-private let red = BluetoothUUID("36353433-3231-3039-3837-363534336261")!
 private let signature = hex("a1 a2 a3 a4 a5 a6 a7 a8 a9 aa ab ac")
 
 /// Every PDU case next to its bytes (Core Vol 3 Part F 3.4).

@@ -3,18 +3,8 @@ import Testing
 @testable import BLEATT
 @testable import BLEGATT
 
-private let service = BluetoothUUID("36353433-3231-3039-3837-363534333231")!
-private let red = BluetoothUUID("36353433-3231-3039-3837-363534336261")!
-private let green = BluetoothUUID("36353433-3231-3039-3837-363534336262")!
-private let blue = BluetoothUUID("36353433-3231-3039-3837-363534336263")!
 
-/// "31 32 ... 36" etc.: a UUID's ATT wire form as hex.
-private func w(_ u: BluetoothUUID) -> String { Hex.string(u.attWire) }
 
-private func client() -> (BearerFixture, GATTClient) {
-    let f = BearerFixture()
-    return (f, GATTClient(bearer: f.bearer))
-}
 
 @Suite("GATT client: service discovery")
 struct GATTServiceDiscoveryTests {

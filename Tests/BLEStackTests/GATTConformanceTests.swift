@@ -15,10 +15,6 @@ import Testing
 // Read Response carries 22 value bytes, a Read By Type entry 19, and a
 // Prepare Write part 18.
 
-private let service = BluetoothUUID("36353433-3231-3039-3837-363534333231")!
-private let red = BluetoothUUID("36353433-3231-3039-3837-363534336261")!
-private let green = BluetoothUUID("36353433-3231-3039-3837-363534336262")!
-private let blue = BluetoothUUID("36353433-3231-3039-3837-363534336263")!
 private let pts128 = BluetoothUUID("0000a00c-0000-0000-0123-456789abcdef")!
 private let pts128b = BluetoothUUID("0000a00d-0000-0000-0123-456789abcdef")!
 
@@ -28,8 +24,6 @@ private let prepareQueueFull = ATTErrorCode(rawValue: 0x09)
 private let encryptionKeySizeTooShort = ATTErrorCode(rawValue: 0x0C)
 private let applicationError = ATTErrorCode(rawValue: 0x80)
 
-/// A UUID's ATT wire form as hex.
-private func w(_ u: BluetoothUUID) -> String { Hex.string(u.attWire) }
 
 /// 16-bit UUID shorthand.
 private func u16(_ v: UInt16) -> BluetoothUUID { BluetoothUUID(uint16: v) }
@@ -40,10 +34,6 @@ private func pattern(_ count: Int, from: Int = 0) -> [UInt8] { (0..<count).map {
 /// A little-endian u16 as hex ("12 00").
 private func le(_ v: UInt16) -> String { Hex.string([UInt8(v & 0xFF), UInt8(v >> 8)]) }
 
-private func client() -> (BearerFixture, GATTClient) {
-    let f = BearerFixture()
-    return (f, GATTClient(bearer: f.bearer))
-}
 
 // MARK: - Discovery (GATT.TS 4.5)
 

@@ -4,6 +4,7 @@ import Testing
 @testable import BLEHCI
 @testable import BLEL2CAP
 @testable import BLEATT
+@testable import BLEGATT
 
 // MARK: - Hex literals that look like the wire
 
@@ -249,4 +250,22 @@ final class BearerFixture {
     func drain() throws {
         _ = try host.pump(until: Instant.now().adding(ms: 200)) { ctl.inbox.isEmpty }
     }
+}
+
+// MARK: - Scripted GATT
+
+/// The pycom LED service and its red, green and blue characteristics: the
+/// UUIDs the scripted ATT/GATT tests use.
+let service = BluetoothUUID("36353433-3231-3039-3837-363534333231")!
+let red = BluetoothUUID("36353433-3231-3039-3837-363534336261")!
+let green = BluetoothUUID("36353433-3231-3039-3837-363534336262")!
+let blue = BluetoothUUID("36353433-3231-3039-3837-363534336263")!
+
+/// A UUID's ATT wire form as hex ("31 32 ... 36").
+func w(_ u: BluetoothUUID) -> String { Hex.string(u.attWire) }
+
+/// A GATT client on a scripted bearer (handle 0x0001, ATT_MTU 23).
+func client() -> (BearerFixture, GATTClient) {
+    let f = BearerFixture()
+    return (f, GATTClient(bearer: f.bearer))
 }
