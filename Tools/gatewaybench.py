@@ -47,17 +47,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mqttbroker import MOSQUITTO, Broker  # noqa: E402
 from worldproc import WorldProcess, free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-MOSQUITTO = "/usr/sbin/mosquitto"
 TARGET_P50_MS, TARGET_P99_MS = 3.0, 10.0
 
 
@@ -72,31 +71,16 @@ class TimedWorld(WorldProcess):
         self._last = {"red": 0, "green": 0}
         super().__init__(args, **kw)
 
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            rx = time.monotonic()
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                event = {"event": "_raw", "line": line}
-            event["_rx"] = rx
-            with self._cond:
-                if event.get("event") == "write" and event.get("char") in ("red", "green", "blue"):
-                    self.rgb_writes += 1
-                    value = int(event.get("value", "00")[:2] or "0", 16)
-                    if event["char"] == "blue":
-                        self.shown.append(((self._last["red"], self._last["green"], value), rx))
-                    else:
-                        self._last[event["char"]] = value
-                self.events.append(event)
-                self._cond.notify_all()
-        with self._cond:
-            self._eof = True
-            self._cond.notify_all()
+    def _on_event(self, event: dict, rx: float) -> None:
+        """Stamps the event and folds red/green/blue writes (called under the lock)."""
+        event["_rx"] = rx
+        if event.get("event") == "write" and event.get("char") in ("red", "green", "blue"):
+            self.rgb_writes += 1
+            value = int(event.get("value", "00")[:2] or "0", 16)
+            if event["char"] == "blue":
+                self.shown.append(((self._last["red"], self._last["green"], value), rx))
+            else:
+                self._last[event["char"]] = value
 
     def wait_colour(self, rgb: tuple[int, int, int], since: int, timeout: float) -> float | None:
         """rx time of the first blue write completing `rgb` at index >= since of `shown`."""
@@ -112,30 +96,6 @@ class TimedWorld(WorldProcess):
                 if left <= 0 or self._eof:
                     return None
                 self._cond.wait(left)
-
-
-class Broker:
-    """mosquitto on a free loopback port, generated configuration, no persistence."""
-
-    def __init__(self, work: Path, nagle: bool = False):
-        self.port = free_port()
-        conf = work / "mosquitto.conf"
-        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest none\n"
-                        f"set_tcp_nodelay {'false' if nagle else 'true'}\n")
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mosquitto exited: {self.proc.stderr.read().decode(errors='replace')}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("mosquitto did not listen")
-
-    def stop(self) -> None:
-        stop_process(self.proc)
 
 
 def stop_process(p: subprocess.Popen) -> None:
@@ -338,7 +298,8 @@ def run(args: argparse.Namespace, figures: dict) -> int:
     gws: list[Gateway] = []
     failures = 0
     try:
-        broker = Broker(work, nagle=args.broker_nagle)
+        broker = Broker(work, nodelay=not args.broker_nagle, log=False)
+        broker.start()
         gws.append(start_attled(args.attled, broker, work, env))
         gws.append(start_reference(broker, work, env))
         pub = Publisher(broker.port)

@@ -46,7 +46,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,13 +56,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worldproc import WorldProcess, free_port  # noqa: E402
+from worldproc import WorldProcess  # noqa: E402
+from mqttbroker import Broker, Msg  # noqa: E402
 
 import paho.mqtt.client as mqtt  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 PREFIX = "attled"
 
 # name, profile, address (static random, fixed across restarts)
@@ -134,57 +133,6 @@ def random_light_command(rng: random.Random, full: bool = False) -> dict:
 # -----------------------------------------------------------------------------
 # Processes
 # -----------------------------------------------------------------------------
-class Broker:
-    def __init__(self, workdir: Path):
-        self.port = free_port()
-        self.conf = workdir / "mosquitto.conf"
-        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                             "log_dest stderr\nlog_type error\nlog_type warning\nlog_type notice\n")
-        self.log = workdir / "mosquitto.log"
-        self.p: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 10) -> None:
-        with open(self.log, "ab") as log:
-            self.p = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=log)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.p.poll() is not None:
-                raise RuntimeError(f"mosquitto exited ({self.p.returncode}): {self.log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"mosquitto not listening on {self.port}") from None
-                time.sleep(0.02)
-
-    def kill(self) -> None:
-        if self.p is not None and self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(5)
-
-    def stop(self) -> None:
-        if self.p is not None and self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(5)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(5)
-
-
-@dataclass
-class Msg:
-    at: float
-    topic: str
-    payload: bytes
-
-    @property
-    def text(self) -> str:
-        return self.payload.decode("utf-8", "replace")
-
-
 class Client:
     """paho-mqtt: publishes the commands and records everything under attled/."""
 

@@ -50,6 +50,7 @@ class WorldProcess:
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            rx = time.monotonic()
             line = line.strip()
             if not line:
                 continue
@@ -58,11 +59,16 @@ class WorldProcess:
             except json.JSONDecodeError:
                 event = {"event": "_raw", "line": line}
             with self._cond:
+                self._on_event(event, rx)
                 self.events.append(event)
                 self._cond.notify_all()
         with self._cond:
             self._eof = True
             self._cond.notify_all()
+
+    def _on_event(self, event: dict, rx: float) -> None:
+        """Hook for subclasses: each event as it arrives (time.monotonic() ``rx``),
+        under the lock, before it is stored."""
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None

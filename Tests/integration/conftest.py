@@ -53,6 +53,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -311,15 +312,16 @@ def _run_bumble_central_fixture():
 
 
 class Running:
-    """attled in the background; stderr collected line by line as it comes."""
+    """attled in the background; stderr collected line by line as it comes.
+    It has a GATT/address cache and a bond directory of its own, as
+    conftest.run_attled gives."""
 
     def __init__(self, args: list[str]):
-        # A cold GATT/address cache of its own, as conftest.run_attled gives.
-        self.cache = tempfile.mkdtemp(prefix="attled-cache-", dir="/tmp")
-        env_cache = self.cache
-        self.p = subprocess.Popen([str(ATTLED), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, "XDG_CACHE_HOME": env_cache})
+        self.home = tempfile.mkdtemp(prefix="attled-run-", dir="/tmp")
+        env = {**os.environ, "XDG_CACHE_HOME": f"{self.home}/cache", "XDG_STATE_HOME": f"{self.home}/state"}
+        self.args = [str(ATTLED), *args]
+        self.p = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -337,16 +339,33 @@ class Running:
         with self.cond:
             return "\n".join(self.lines)
 
-    def wait_line(self, text: str, timeout: float = 10) -> None:
+    def mark(self) -> int:
+        """Index of the next stderr line (for ``since``)."""
+        with self.cond:
+            return len(self.lines)
+
+    def count(self, text: str, since: int = 0) -> int:
+        with self.cond:
+            return sum(text in line for line in self.lines[since:])
+
+    def wait_line(self, text, timeout: float = 10, since: int = 0, count: int = 1) -> str:
+        """The ``count``-th line from index ``since`` containing ``text`` (or
+        for which ``text(line)`` is true); fails at the deadline or when attled exits."""
+        test = text if callable(text) else (lambda line: text in line)
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not any(text in l for l in self.lines):
+            while True:
+                found = [line for line in self.lines[since:] if test(line)]
+                if len(found) >= count:
+                    return found[count - 1]
                 left = deadline - time.monotonic()
                 if left <= 0 or self.p.poll() is not None:
-                    raise AssertionError(f"no line containing {text!r}:\n" + "\n".join(self.lines))
+                    raise AssertionError(f"no{' ' + str(count) if count > 1 else ''} line containing {text!r} "
+                                         f"(exit {self.p.poll()}):\n" + "\n".join(self.lines[-60:]))
                 self.cond.wait(min(left, 0.2))
 
     def finish(self, timeout: float = 10) -> int:
+        """Waits for attled to exit by itself; its exit code."""
         try:
             code = self.p.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -354,5 +373,25 @@ class Running:
             self.p.wait(5)
             raise AssertionError(f"attled still running {timeout} s after the fault:\n{self.stderr}") from None
         self.reader.join(timeout)  # stderr read to its end
-        shutil.rmtree(self.cache, ignore_errors=True)
+        shutil.rmtree(self.home, ignore_errors=True)
         return code
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 10) -> int:
+        """Sends ``sig`` and waits for the exit; its exit code."""
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            code = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(5)
+            raise AssertionError(f"attled still running {timeout} s after signal {sig}:\n{self.stderr}") from None
+        self.reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(5)
+        self.reader.join(5)
+        shutil.rmtree(self.home, ignore_errors=True)

@@ -13,8 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -23,18 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ATTLED
+from conftest import Running
 
-mqtt = pytest.importorskip("paho.mqtt.client")
-from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
-from paho.mqtt.subscribeoptions import SubscribeOptions  # noqa: E402
-
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+import paho.mqtt.client as mqtt
+from mqttbroker import Broker, Msg
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.subscribeoptions import SubscribeOptions
 PREFIX = "attled"
 DISCOVERY = "homeassistant"
 GATEWAY_AVAILABILITY = f"{PREFIX}/gateway/availability"
-
-pytestmark = pytest.mark.skipif(not os.path.exists(MOSQUITTO), reason="mosquitto not installed (make test-deps)")
 
 
 def node(w, name: str) -> str:
@@ -42,102 +37,29 @@ def node(w, name: str) -> str:
     return w.device(name)["address"].replace(":", "").lower()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# -----------------------------------------------------------------------------
-# The broker
-# -----------------------------------------------------------------------------
-class Broker:
-    """mosquitto on 127.0.0.1:port, started and stopped by the test."""
-
-    def __init__(self, workdir: Path):
-        self.port = free_port()
-        self.conf = workdir / "mosquitto.conf"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\n"
-            "allow_anonymous true\n"
-            "persistence false\n"
-            "log_dest stderr\n"
-            "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n"
-        )
-        self.log = workdir / "mosquitto.log"
-        self.p: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 10) -> None:
-        log = open(self.log, "ab")  # noqa: SIM115 - handed to the child
-        self.p = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdin=subprocess.DEVNULL,
-                                  stdout=log, stderr=log)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.p.poll() is not None:
-                raise AssertionError(f"mosquitto exited ({self.p.returncode}):\n{self.log.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"mosquitto not listening on {self.port}:\n{self.log.read_text()}") from None
-                time.sleep(0.02)  # polling for the listener, not synchronising with the gateway
-
-    def kill(self) -> None:
-        """SIGKILL: no clean goodbye, retained messages lost (no persistence)."""
-        if self.p is not None and self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(5)
-
-    def stop(self) -> None:
-        if self.p is not None and self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(5)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(5)
-
-
 # -----------------------------------------------------------------------------
 # The watching client
 # -----------------------------------------------------------------------------
-@dataclass
-class Msg:
-    at: float  # time.monotonic() on arrival
-    topic: str
-    payload: bytes
-    retain: bool
-
-    @property
-    def text(self) -> str:
-        return self.payload.decode("utf-8", "replace")
-
-    def json(self):
-        return json.loads(self.payload)
-
-
 class Watcher:
     """paho-mqtt (callback API 2, MQTT 5) subscribed to ``#``; every message kept, in order."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, ca: Path | None = None, auth: tuple[str, str] | None = None):
+        """Connects (over TLS with the CA ``ca``, with ``auth`` = user, password, when given)."""
         self.messages: list[Msg] = []
         self.cond = threading.Condition()
         self.connects = 0
         self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gwtest-{os.getpid()}-{port}",
                              protocol=mqtt.MQTTv5)
+        if ca is not None:
+            self.c.tls_set(ca_certs=str(ca))
+        if auth is not None:
+            self.c.username_pw_set(*auth)
         self.c.reconnect_delay_set(min_delay=0.1, max_delay=0.5)
         self.c.on_connect = self._on_connect
         self.c.on_message = self._on_message
         self.c.connect("127.0.0.1", port, keepalive=30)
         self.c.loop_start()
-        deadline = time.monotonic() + 10
-        with self.cond:
-            while self.connects == 0:
-                left = deadline - time.monotonic()
-                assert left > 0, "the test's MQTT client did not connect"
-                self.cond.wait(left)
+        self.wait_connects(1, timeout=10)
 
     def _on_connect(self, client, userdata, flags, reason_code, properties):
         if reason_code.is_failure:
@@ -202,73 +124,11 @@ class Watcher:
 # -----------------------------------------------------------------------------
 # The gateway process
 # -----------------------------------------------------------------------------
-class GatewayProcess:
+class GatewayProcess(Running):
     """``attled gateway`` in the background, stderr collected line by line."""
 
     def __init__(self, transport: str, port: int, extra: list[str]):
-        self.home = tempfile.mkdtemp(prefix="attled-gw-", dir="/tmp")
-        env = {**os.environ, "XDG_CACHE_HOME": f"{self.home}/cache", "XDG_STATE_HOME": f"{self.home}/state"}
-        self.args = [str(ATTLED), "gateway", "-i", transport, "--mqtt", f"127.0.0.1:{port}", *extra]
-        self.p = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: list[str] = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.p.stderr is not None
-        for line in self.p.stderr:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-
-    @property
-    def stderr(self) -> str:
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def count(self, text: str, since: int = 0) -> int:
-        with self.cond:
-            return sum(text in line for line in self.lines[since:])
-
-    def mark(self) -> int:
-        with self.cond:
-            return len(self.lines)
-
-    def wait_line(self, text, timeout: float = 10, since: int = 0, count: int = 1) -> str:
-        """The ``count``-th line from index ``since`` containing ``text`` (or for which ``text(line)`` is true)."""
-        test = text if callable(text) else (lambda line: text in line)
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                found = [line for line in self.lines[since:] if test(line)]
-                if len(found) >= count:
-                    return found[count - 1]
-                left = deadline - time.monotonic()
-                if left <= 0 or self.p.poll() is not None:
-                    raise AssertionError(f"no{' ' + str(count) if count > 1 else ''} line containing {text!r} "
-                                         f"(exit {self.p.poll()}):\n" + "\n".join(self.lines[-60:]))
-                self.cond.wait(min(left, 0.2))
-
-    def stop(self, sig: int = signal.SIGINT, timeout: float = 10) -> int:
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            code = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise AssertionError(f"attled gateway still running {timeout} s after signal {sig}:\n{self.stderr}") from None
-        self.reader.join(5)
-        return code
-
-    def kill(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(5)
-        self.reader.join(5)
-        shutil.rmtree(self.home, ignore_errors=True)
+        super().__init__(["gateway", "-i", transport, "--mqtt", f"127.0.0.1:{port}", *extra])
 
 
 @dataclass

@@ -9,31 +9,25 @@ publish commands (the helpers of test_gateway.py, over TLS).
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from test_gateway import (  # noqa: F401  (mqtt: the importorskip of paho)
-    DISCOVERY, GATEWAY_AVAILABILITY, MOSQUITTO, PREFIX, GatewayProcess, Watcher, free_port, mqtt, node,
-)
-from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
-from paho.mqtt.subscribeoptions import SubscribeOptions  # noqa: E402
+from mqttbroker import Broker
+from test_gateway import DISCOVERY, GATEWAY_AVAILABILITY, PREFIX, GatewayProcess, Watcher, node
 
 OPENSSL = shutil.which("openssl")
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd")
 USER = "attled-gw"
 PASSWORD = "s3cret-Pa55-9f1c7e"  # distinctive, so a leak is found by a plain search
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(MOSQUITTO) and OPENSSL and MOSQUITTO_PASSWD),
-                                reason="mosquitto, mosquitto_passwd and openssl needed (make test-deps)")
+# Installed by `make test-deps` (mosquitto, openssl): missing means failing, not skipping.
+assert OPENSSL and MOSQUITTO_PASSWD, "openssl and mosquitto_passwd are needed: make test-deps installs them"
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -48,12 +42,11 @@ def make_ca(d: Path, name: str) -> None:
             cwd=d)
 
 
-class TLSBroker:
+class TLSBroker(Broker):
     """mosquitto with one TLS listener on 127.0.0.1:port, passwords required."""
 
     def __init__(self, d: Path):
         self.dir = d
-        self.port = free_port()
         make_ca(d, "ca")
         make_ca(d, "other-ca")
         (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
@@ -70,52 +63,10 @@ class TLSBroker:
         d.chmod(0o755)
         for f in d.iterdir():
             f.chmod(0o644)
-        self.conf = d / "mosquitto.conf"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\n"
-            f"cafile {d / 'ca.pem'}\ncertfile {d / 'server.pem'}\nkeyfile {d / 'server.key'}\n"
-            f"allow_anonymous false\npassword_file {pw}\n"
-            "persistence false\nlog_dest stderr\n"
-            "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n"
-        )
-        self.log = d / "mosquitto.log"
-        with open(self.log, "ab") as log:
-            self.p = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
-        while True:
-            assert self.p.poll() is None, f"mosquitto exited ({self.p.returncode}):\n{self.log.read_text()}"
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, f"mosquitto not listening:\n{self.log.read_text()}"
-                time.sleep(0.02)  # polling for the listener
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(5)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(5)
-
-
-class TLSWatcher(Watcher):
-    """test_gateway.Watcher over TLS (the test CA) with the password."""
-
-    def __init__(self, port: int, ca: Path):  # noqa: super().__init__ would connect without TLS
-        self.messages = []
-        self.cond = threading.Condition()
-        self.connects = 0
-        self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gwtls-{os.getpid()}", protocol=mqtt.MQTTv5)
-        self.c.tls_set(ca_certs=str(ca))
-        self.c.username_pw_set(USER, PASSWORD)
-        self.c.on_connect = self._on_connect
-        self.c.on_message = self._on_message
-        self.c.connect("127.0.0.1", port, keepalive=30)
-        self.c.loop_start()
-        self.wait_connects(1, timeout=10)
+        super().__init__(d, anonymous=False,
+                         extra=f"cafile {d / 'ca.pem'}\ncertfile {d / 'server.pem'}\nkeyfile {d / 'server.key'}\n"
+                               f"password_file {pw}\n")
+        self.start()
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +107,7 @@ def attempts(g: GatewayProcess, seconds: float) -> int:
 
 def test_tls_and_password_connect_discover_and_command(broker, gw_factory, world):
     w = world(devices=["Lamp1:pycom:init=1,2,3"])
-    mq = TLSWatcher(broker.port, broker.dir / "ca.pem")
+    mq = Watcher(broker.port, broker.dir / "ca.pem", (USER, PASSWORD))
     try:
         g = gw_factory(w.transport())
         g.wait_line("MQTT: connected to 127.0.0.1", timeout=10)
