@@ -84,6 +84,9 @@ public struct BondStore: Sendable {
     /// private address with each stored IRK.
     public func bond(for address: DeviceAddress) -> Bond? {
         if let b = load(path: path(address)) { return b }
+        // Only a resolvable private address can belong to a bond filed under
+        // another address: no directory scan for any other.
+        guard address.type.isRandom, address.address.randomKind == "resolvable" else { return nil }
         return all().first { $0.matches(address) }
     }
 

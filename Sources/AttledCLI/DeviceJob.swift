@@ -161,7 +161,7 @@ final class DeviceJob {
     }
 
     private func rediscoverAndAct(_ link: Link, _ advertised: [BluetoothUUID]) -> Future<Void> {
-        resolver.cache?.remove(resolver.identity(link.peer))
+        resolver.forget(link.peer)
         serviceChanged = false
         return resolver.startDiscover(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
             .flatMap { [self] led in resolvedService = led.service; return act(link, led) }
@@ -182,7 +182,7 @@ final class DeviceJob {
         guard hv.value.count == 4, let l = link else { return }
         let start = UInt16(hv.value[0]) | UInt16(hv.value[1]) << 8
         let end = UInt16(hv.value[2]) | UInt16(hv.value[3]) << 8
-        let ours = resolvedService ?? resolver.cache?.load(resolver.identity(l.peer))?.service
+        let ours = resolvedService ?? resolver.entry(l.peer)?.service
         if let svc = ours {
             // An indication from inside the LED service is one of its characteristics.
             if (svc.start...svc.end).contains(hv.handle) { return }
@@ -192,7 +192,7 @@ final class DeviceJob {
             }
         }
         serviceChanged = true
-        resolver.cache?.remove(resolver.identity(l.peer))
+        resolver.forget(l.peer)
         report.progress("the device indicated Service Changed for 0x\(Hex.int(start, width: 4))-0x\(Hex.int(end, width: 4)) (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
     }
 
@@ -218,27 +218,20 @@ final class DeviceJob {
         }
         guard !link.security.isEncrypted,
               written.contains(where: { !$0.properties.contains(.write) && $0.properties.contains(.writeWithoutResponse) }) else { return .done }
-        let cache = resolver.cache
-        let key = resolver.identity(link.peer)
-        var entry = cache?.load(key)
-        if let known = entry?.needsEncryption {
+        if let known = resolver.entry(link.peer)?.needsEncryption {
             return known ? securer.secure(link) : .done
         }
         guard let probe = written.first(where: { $0.properties.contains(.read) }) else { return .done }
-        let record = { (needs: Bool) in
-            guard var e = entry, let c = cache else { return }
+        let record = { [resolver] (needs: Bool) in
+            guard var e = resolver.entry(link.peer) else { return }
             e.needsEncryption = needs
-            c.save(key, e)
-            entry = e
+            resolver.save(link.peer, e)
         }
         return link.gatt.startRead(probe.valueHandle).map { _ in record(false) }.recover { [self] e -> Future<Void> in
             guard Securer.needsSecurity(e) else { return .done } // unknown: write as before
             record(true)
             report.progress("the LED characteristics need an encrypted link (\(e)): a Write Command would be dropped")
-            if opts.pair == .never && securer.store?.bond(for: link.peer) == nil {
-                throw RunError("\(e): the device drops Write Commands until the link is encrypted; drop --no-pair to pair with it", .security)
-            }
-            return securer.secure(link)
+            return securer.secure(link, because: "\(e): the device drops Write Commands until the link is encrypted")
         }
     }
 

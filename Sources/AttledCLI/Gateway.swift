@@ -18,7 +18,8 @@ final class Gateway {
     let s: Session
     let opts: Options
     let topics: HATopics
-    let resolver: LEDResolver
+    /// Made at first use, after Session.open (which may move the cache and the bonds).
+    lazy var resolver = s.makeResolver(explicitProfile: nil, trustCache: false)
     private(set) var mqtt: MQTTClient?
     let epfd: Int32
     var registeredFD: Int32 = -1
@@ -44,9 +45,6 @@ final class Gateway {
         } catch {
             throw RunError("\(error)", .usage)
         }
-        resolver = LEDResolver(cache: s.cache, explicitProfile: nil, trustCache: false)
-        // Read when used: Session.open may move the bonds after dropping privileges.
-        resolver.identity = { [weak s] a in s?.bonds.bond(for: a)?.identity ?? a }
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         if epfd < 0 { throw RunError("epoll_create1: \(String(cString: strerror(errno)))", .failure) }
         // Session.run installed the signal pipe before making the gateway.
@@ -79,12 +77,7 @@ final class Gateway {
             do {
                 _ = try stack.host.pump(until: .distantFuture) { resetReason != nil }
             } catch HCIError.interrupted {
-                stopping = true
-                log("gateway: stopping")
-                shutdownMQTT(stack.host)
-                s.sigintIsSuccess = true
-                s.quietSuccess = true
-                throw HCIError.interrupted(signal: SIGINT)
+                throw stop()
             } catch {
                 resetReason = "\(classify(error).message)"
             }
@@ -97,7 +90,14 @@ final class Gateway {
     /// Hooks the gateway into a (new) stack: scan reports, disconnections,
     /// late connections, the periodic tick, scanning.
     func attach(_ stack: BLEStack) {
+        // New or changed advertising data: adopt the device if it is wanted.
         stack.central.onDeviceUpdate = { [weak self] d, _ in self?.heard(d) }
+        // Every report of an adopted device: one back after a drop (or whose
+        // backoff ended) is connected the next time it is heard.
+        stack.central.onDeviceSeen = { [weak self] d in
+            guard let self, !self.stopping, let dev = self.devices[d.address.address] else { return }
+            self.tryConnect(dev)
+        }
         stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
         // A connection that completes after its attempt was given up (a
         // controller that kept it pending, as Bumble's does after a cancel):
@@ -125,28 +125,16 @@ final class Gateway {
         for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
         connecting = nil
         old.central.onDeviceUpdate = nil
+        old.central.onDeviceSeen = nil
         old.central.onDisconnection = nil
         old.central.onUnrequestedConnection = nil
-        // close() disconnects what it still can (after a Hardware Error too); a
-        // controller that stopped answering costs each command 500 ms at most.
-        old.host.commandTimeoutMs = 500
-        old.close()
-        s.stack = nil
-        s.transport = nil
-        let spec = opts.transport ?? .userChannel(index: 0)
+        s.closeStack()
         while true {
-            let ms = controllerBackoff.next()
-            try serveBrokerOnly(ms: ms)
+            try serveBrokerOnly(ms: controllerBackoff.next())
             do {
-                let t = try spec.open()
-                let observers: [PacketObserver] = [s.tracer as PacketObserver?, s.snoop as PacketObserver?].compactMap { $0 }
-                let stack: BLEStack
-                do { stack = try BLEStack(transport: t, wake: wake, observers: observers) } catch { t.close(); throw error }
-                stack.central.useExtendedCommands = opts.extendedScan && stack.info.supportsExtendedScanning
-                s.transport = t
-                s.stack = stack
+                let stack = try s.reopenStack()
                 controllerBackoff.reset()
-                log("gateway: controller: \(t.name) initialised again")
+                log("gateway: controller: \(stack.transport.name) initialised again")
                 return stack
             } catch HCIError.interrupted {
                 throw HCIError.interrupted(signal: SIGINT)
@@ -161,20 +149,7 @@ final class Gateway {
         let until = Instant.now().adding(ms: ms)
         var lastMisc = Instant.now()
         while Instant.now() < until {
-            if SignalWatch.received != nil {
-                stopping = true
-                log("gateway: stopping")
-                if let c = mqtt, c.state == .connected {
-                    for d in devices.values { if let ha = d.ha { publishQoS0(c, topics.availability(ha), HomeAssistant.offline) } }
-                    publishQoS0(c, topics.gatewayAvailability, HomeAssistant.offline)
-                    _ = c.runUntil(Instant.now().adding(ms: 500)) { !c.wantsWrite }
-                    try? c.disconnect()
-                    _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.socket < 0 || c.state != .connected }
-                }
-                s.sigintIsSuccess = true
-                s.quietSuccess = true
-                throw HCIError.interrupted(signal: SIGINT)
-            }
+            if SignalWatch.received != nil { throw stop() }
             var ev = [epoll_event](repeating: epoll_event(), count: 1)
             let slice = Int32(max(1, min(100, Instant.now().msUntil(until))))
             if epoll_wait(epfd, &ev, 1, slice) > 0 { drainEpoll() }
@@ -299,41 +274,50 @@ final class Gateway {
     /// A SIGHUP asked for a reconnect: the disconnect that follows is ours.
     var hupReconnect = false
 
-    func publish(_ topic: String, _ text: String, retain: Bool) {
-        guard let c = mqtt, c.state == .connected else { return }
-        do { _ = try c.publish(topic: topic, text: text, qos: .atLeastOnce, retain: retain) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
-        syncEpoll()
+    /// Publishes text: QoS 1 by default (configs, availability), QoS 0 for
+    /// states and the shutdown's offline messages. Nothing while the broker
+    /// is away: everything is published again when it is back.
+    func publish(_ topic: String, _ text: String, qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
+        publish(topic, Array(text.utf8), qos: qos, retain: retain)
     }
 
     /// Publishes `m`: QoS 1 for configs and availability, QoS 0 for states,
     /// whose PUBACK would only add a round trip (and, with Nagle on the
     /// broker's side, hold the next command back by a delayed ACK).
     func publish(_ m: HAMessage, qos: MQTTQoS = .atLeastOnce) {
+        publish(m.topic, m.payloadBytes, qos: qos, retain: m.retain)
+    }
+
+    private func publish(_ topic: String, _ payload: [UInt8], qos: MQTTQoS, retain: Bool) {
         guard let c = mqtt, c.state == .connected else { return }
-        do { _ = try c.publish(topic: m.topic, payload: m.payloadBytes, qos: qos, retain: m.retain) } catch { log("gateway: MQTT: publish \(m.topic): \(error)") }
+        do { _ = try c.publish(topic: topic, payload: payload, qos: qos, retain: retain) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
         syncEpoll()
     }
 
-    /// Publishes `offline` for every device and the gateway, then sends
-    /// DISCONNECT so the broker does not also publish the will. The offline
-    /// messages go at QoS 0: a PUBACK still unread when the socket closes
-    /// would make the kernel reset the connection, and the broker would then
-    /// treat it as lost and publish the will on top.
-    func shutdownMQTT(_ h: HCIHost) {
-        guard let c = mqtt, c.state == .connected else { return }
-        for d in devices.values { if let ha = d.ha { publishQoS0(c, topics.availability(ha), HomeAssistant.offline) } }
-        publishQoS0(c, topics.gatewayAvailability, HomeAssistant.offline)
-        _ = c.runUntil(Instant.now().adding(ms: 500)) { !c.wantsWrite }
-        try? c.disconnect()
-        // Let libmosquitto write the DISCONNECT (bounded), then take the
-        // broker's socket out of the wake-up set: the clean-up that follows
-        // waits for the controller only.
-        _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.socket < 0 || c.state != .connected }
-        if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil); registeredFD = -1 }
-    }
-
-    func publishQoS0(_ c: MQTTClient, _ topic: String, _ text: String) {
-        do { _ = try c.publish(topic: topic, text: text, qos: .atMostOnce, retain: true) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
+    /// SIGINT or SIGTERM: publishes `offline` for every device and the
+    /// gateway, then sends DISCONNECT so the broker does not also publish the
+    /// will, and marks the run a success (Session's clean-up disconnects the
+    /// links). The offline messages go at QoS 0: a PUBACK still unread when
+    /// the socket closes would make the kernel reset the connection, and the
+    /// broker would then treat it as lost and publish the will on top.
+    /// - Returns: the error that ends `run()`.
+    func stop() -> HCIError {
+        stopping = true
+        log("gateway: stopping")
+        if let c = mqtt, c.state == .connected {
+            for d in devices.values { if let ha = d.ha { publish(topics.availability(ha), HomeAssistant.offline, qos: .atMostOnce) } }
+            publish(topics.gatewayAvailability, HomeAssistant.offline, qos: .atMostOnce)
+            _ = c.runUntil(Instant.now().adding(ms: 500)) { !c.wantsWrite }
+            try? c.disconnect()
+            // Let libmosquitto write the DISCONNECT (bounded), then take the
+            // broker's socket out of the wake-up set: the clean-up that
+            // follows waits for the controller only.
+            _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.socket < 0 || c.state != .connected }
+        }
+        syncEpoll()
+        s.sigintIsSuccess = true
+        s.quietSuccess = true
+        return HCIError.interrupted(signal: SIGINT)
     }
 
     // MARK: the epoll set
@@ -384,7 +368,6 @@ final class Gateway {
             self.mqtt?.periodic()
             self.syncEpoll()
             self.ensureScanning()
-            self.retryHeard()
             self.schedulePeriodic(h)
         }
     }
@@ -421,8 +404,6 @@ final class GatewayDevice {
     var backoff = Backoff(initialMs: 500, maxMs: 30_000)
     /// No connection attempt before this (backoff after a failure or a disconnection).
     var notBefore = Instant.now()
-    /// When the link last went down (a report heard before it is stale).
-    var downAt: Instant?
     /// Beyond the links the controller holds: connected only to write.
     var onDemand = false
     var plannedDisconnect = false

@@ -32,30 +32,13 @@ extension Gateway {
         tryConnect(dev)
     }
 
-    /// Devices without a link whose backoff is over and that were heard
-    /// again since they went down: the scan reports a known device only when
-    /// its advertising data changes, so the periodic tick looks at
-    /// `lastSeen` instead.
-    func retryHeard() {
-        guard let stack = s.stack, !stopping, connecting == nil else { return }
-        let now = Instant.now()
-        for dev in devices.values where dev.link == nil && now >= dev.notBefore {
-            guard let d = stack.central.devices[dev.address], d.lastSeen.adding(ms: 1000) >= now,
-                  dev.downAt.map({ d.lastSeen > $0 }) ?? true else { continue }
-            tryConnect(dev)
-            if connecting != nil { return }
-        }
-    }
-
 
     /// How many links may be kept up: `--max-links`, or what the controller
     /// was found to hold, less one slot kept free for devices connected on
     /// demand once there are any.
     var permanentLimit: Int? {
-        var limit = opts.maxLinks
-        if let c = capacity { limit = min(limit ?? c, c) }
-        if let l = limit, devices.values.contains(where: { $0.onDemand }) { return max(0, l - 1) }
-        return limit
+        guard let l = slotLimit, devices.values.contains(where: { $0.onDemand }) else { return slotLimit }
+        return max(0, l - 1)
     }
 
     /// The slots for links at all (permanent and on demand).
@@ -258,7 +241,6 @@ extension Gateway {
         dev.led = nil
         dev.writing = false
         dev.idle = false
-        dev.downAt = Instant.now()
         if let t = dev.idleTimer, let h = s.host { h.cancel(t) }
         dev.idleTimer = nil
         dev.notBefore = Instant.now().adding(ms: dev.backoff.next())

@@ -20,6 +20,35 @@ final class LEDResolver {
         self.trustCache = trustCache
     }
 
+    // MARK: the cache entries, by identity
+
+    /// Entries this run loaded or wrote, so a job reads each file once.
+    private var entries: [DeviceAddress: GATTCache.Entry] = [:]
+
+    /// The cache entry of `peer` (filed under its identity); nil without one.
+    func entry(_ peer: DeviceAddress) -> GATTCache.Entry? {
+        let key = identity(peer)
+        if let e = entries[key] { return e }
+        let e = cache?.load(key)
+        entries[key] = e
+        return e
+    }
+
+    /// Writes `peer`'s entry.
+    func save(_ peer: DeviceAddress, _ e: GATTCache.Entry) {
+        guard let cache else { return }
+        let key = identity(peer)
+        entries[key] = e
+        cache.save(key, e)
+    }
+
+    /// Drops `peer`'s entry: it is stale.
+    func forget(_ peer: DeviceAddress) {
+        let key = identity(peer)
+        entries[key] = nil
+        cache?.remove(key)
+    }
+
     /// Where the resolved characteristics came from.
     enum Source: String { case cache = "hit", discovery = "miss", noCache = "off" }
 
@@ -37,8 +66,7 @@ final class LEDResolver {
     /// Database Hash when the device has one.
     /// - Returns: a future of them, nil when there is no usable entry.
     func startCached(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], report: Report) -> Future<ResolvedLED?> {
-        let peer = identity(peer)
-        guard let cache = cache, let e = cache.load(peer) else { return Future(value: nil) }
+        guard cache != nil, let e = entry(peer) else { return Future(value: nil) }
         let profile: LEDProfile?
         if let x = explicitProfile {
             profile = x.service == e.service.uuid ? x : nil
@@ -56,7 +84,7 @@ final class LEDResolver {
             return led
         }
         let stale: (String) -> ResolvedLED? = { why in
-            cache.remove(peer)
+            self.forget(peer)
             report.done("\(why): discovering again")
             return nil
         }
@@ -79,7 +107,7 @@ final class LEDResolver {
             guard same else { return Future(value: stale("characteristic declarations changed")) }
             if e.noHash { return Future(value: finish("declarations match (no Database Hash)")) }
             return self.startRecordHash(gatt, e).map { updated in
-                cache.save(peer, updated)
+                self.save(peer, updated)
                 return finish("declarations match")
             }
         }
@@ -124,7 +152,6 @@ final class LEDResolver {
     /// describes exactly the database the handles came from.
     /// - Returns: a future of the characteristics.
     func startDiscover(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<ResolvedLED> {
-        let peer = identity(peer)
         report.begin(.discover)
         let b = gatt.bearer
         let before = b.transactions.count
@@ -134,10 +161,10 @@ final class LEDResolver {
                 report.done("\(led.profile.name) service 0x\(Hex.int(svc.start, width: 4))-0x\(Hex.int(svc.end, width: 4)), \(led.characteristics.count) characteristic(s)\(hash), MTU \(b.mtu), \(b.transactions.count - before) ATT transaction(s)")
                 return led
             }
-            guard let cache = self.cache, !led.profile.isCustom else { return Future(value: done("")) }
+            guard self.cache != nil, !led.profile.isCustom else { return Future(value: done("")) }
             let entry = GATTCache.Entry(profile: led.profile.name, service: svc, characteristics: led.characteristics)
             return self.startRecordHash(gatt, entry).map { e in
-                cache.save(peer, e)
+                self.save(peer, e)
                 return done(e.noHash ? ", no Database Hash" : ", Database Hash recorded")
             }
         }

@@ -77,17 +77,15 @@ final class Securer {
         op().recover { [self] e -> Future<T> in
             // Already encrypted: Just Works cannot give more (MITM, a longer key), so no retry.
             guard Self.needsSecurity(e), link.isConnected, !link.security.isEncrypted else { throw e }
-            if opts.pair == .never && store?.bond(for: link.peer) == nil {
-                throw RunError("\(e): the device needs an encrypted link; drop --no-pair to pair with it", .security)
-            }
             report.progress("\(e): encrypting")
-            return secure(link).flatMap { op() }
+            return secure(link, because: "\(e): the device needs an encrypted link").flatMap { op() }
         }
     }
 
     /// Encrypts the link: with the stored bond, else by pairing. Idempotent
-    /// while one is in progress.
-    func secure(_ link: Link) -> Future<Void> {
+    /// while one is in progress. With `--no-pair` and no bond it fails, its
+    /// message starting with `because`.
+    func secure(_ link: Link, because why: String = "the device needs pairing") -> Future<Void> {
         if link.security.isEncrypted { return .done }
         if let f = inFlight, !f.isComplete { return f }
         let f: Future<Void>
@@ -101,7 +99,7 @@ final class Securer {
             }
         } else {
             if opts.pair == .never {
-                return Future(error: RunError("the device needs pairing and --no-pair forbids it", .security))
+                return Future(error: RunError("\(why); drop --no-pair to pair with it", .security))
             }
             f = pair(link)
         }

@@ -172,11 +172,7 @@ final class Session {
             }
         }
         report.begin(.initialise)
-        let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let s = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers)
-        stack = s
-        let i = s.info
-        s.central.useExtendedCommands = opts.extendedScan && i.supportsExtendedScanning
+        let i = try makeStack(t).info
         if opts.trace != .off {
             let v = i.version.map { "Bluetooth \(LocalVersion.coreVersionName($0.hciVersion)), manufacturer 0x\(Hex.int($0.manufacturer, width: 4))" } ?? "version unknown"
             progress("controller on \(t.name): \(v), own address \(i.ownAddress), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
@@ -222,16 +218,39 @@ final class Session {
     /// outlives controller faults (the UI).
     /// - Throws: `TransportError`, `HCIError`.
     func reopenStack() throws -> BLEStack {
+        closeStack()
+        let t = try (opts.transport ?? .userChannel(index: 0)).open()
+        do { return try makeStack(t) } catch { t.close(); throw error }
+    }
+
+    /// The LED resolver over this run's GATT cache; a bonded device's entry
+    /// is filed under its identity (its bond read when used: `open` may move
+    /// the bonds after dropping privileges).
+    func makeResolver(explicitProfile: LEDProfile?, trustCache: Bool) -> LEDResolver {
+        let r = LEDResolver(cache: cache, explicitProfile: explicitProfile, trustCache: trustCache)
+        r.identity = { [unowned self] a in self.bonds.bond(for: a)?.identity ?? a }
+        return r
+    }
+
+    /// Closes the stack, disconnecting what still answers (after a Hardware
+    /// Error too); a controller that stopped answering costs each command
+    /// 500 ms at most.
+    func closeStack() {
         if let old = stack {
             old.host.commandTimeoutMs = 500
             old.close()
         }
         stack = nil
         transport = nil
-        let t = try (opts.transport ?? .userChannel(index: 0)).open()
+    }
+
+    /// Resets and initialises the controller behind `t` (the tracer and the
+    /// capture watching) and makes it the run's stack.
+    /// - Throws: `HCIError`.
+    @discardableResult
+    func makeStack(_ t: HCITransport) throws -> BLEStack {
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let st: BLEStack
-        do { st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers) } catch { t.close(); throw error }
+        let st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers)
         st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
         transport = t
         stack = st

@@ -26,9 +26,7 @@ final class TargetRunner {
     var connectMs: Int { opts.connectTimeoutMs ?? Session.defaultConnectMs }
 
     func makeJobs() -> [DeviceJob] {
-        let resolver = LEDResolver(cache: s.cache, explicitProfile: opts.explicitProfile, trustCache: opts.trustCache)
-        let bonds = s.bonds
-        resolver.identity = { bonds.bond(for: $0)?.identity ?? $0 }
+        let resolver = s.makeResolver(explicitProfile: opts.explicitProfile, trustCache: opts.trustCache)
         let targets = Target.from(opts)
         return targets.map { t in
             // A single target reports into the run's own report (one set of phases, as ever).

@@ -62,7 +62,7 @@ final class UIApp {
     /// The UI for a session's options and stack.
     convenience init(session s: Session) throws {
         guard let stack = s.stack else { throw RunError("no controller", .failure) }
-        self.init(stack: stack, resolver: LEDResolver(cache: s.cache, explicitProfile: s.opts.explicitProfile, trustCache: s.opts.trustCache),
+        self.init(stack: stack, resolver: s.makeResolver(explicitProfile: s.opts.explicitProfile, trustCache: s.opts.trustCache),
                   filter: Target.from(s.opts)[0].filter, passive: s.opts.passive,
                   connectTimeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs)
         reopen = { [unowned s] in try s.reopenStack() }
@@ -81,12 +81,12 @@ final class UIApp {
     /// still handled (q quits) while there is none.
     func recover(from e: HCIError) throws {
         guard let reopen else { throw e }
-        var attempt = 0
+        var backoff = Backoff(initialMs: 500, maxMs: 8_000)
         state = .scanning
         while !quit {
             status = "controller: \(e); reopening it"
             draw()
-            let until = Instant.now().adding(ms: min(500 << min(attempt, 4), 8_000))
+            let until = Instant.now().adding(ms: backoff.next())
             while Instant.now() < until && !quit {
                 if SignalWatch.received != nil { throw HCIError.interrupted(signal: SignalWatch.received ?? SIGINT) }
                 if inputPending { handleInput(); draw() }
@@ -101,10 +101,9 @@ final class UIApp {
                 status = "controller initialised again"
                 return
             } catch let again as HCIError where Self.isControllerFault(again) {
-                attempt += 1
+                status = "controller: \(again); retrying"
             } catch let t as TransportError {
                 status = "controller: \(t); retrying"
-                attempt += 1
             }
         }
     }
@@ -137,14 +136,13 @@ final class UIApp {
         }
     }
 
-    /// Connection attempts that failed in a row (paces the retries).
-    var connectFailures = 0
+    /// Paces the retries after failed connection attempts.
+    var connectBackoff = Backoff(initialMs: 500, maxMs: 8_000)
 
     /// Waits before scanning again after a failed connection (0.5 s, doubling
     /// to 8 s), still handling keys (q quits).
     func pauseBeforeRetry() throws {
-        let ms = min(500 << min(connectFailures, 4), 8_000)
-        connectFailures += 1
+        let ms = connectBackoff.next()
         draw()
         _ = try stack.host.pump(until: Instant.now().adding(ms: ms)) {
             if inputPending { handleInput(); draw() }
@@ -186,7 +184,7 @@ final class UIApp {
             try pauseBeforeRetry()
             return
         }
-        connectFailures = 0
+        connectBackoff.reset()
         link = l
         let gatt = l.gatt
         let b = gatt.bearer

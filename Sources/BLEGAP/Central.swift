@@ -100,6 +100,10 @@ public final class Central {
     public var useExtendedCommands = false
     /// Called when a device is first heard and whenever its merged data changes.
     public var onDeviceUpdate: ((DiscoveredDevice, _ isNew: Bool) -> Void)?
+    /// Called for every report of a device, after `onDeviceUpdate` when the
+    /// data changed (a long-lived owner, such as the gateway, that waits for
+    /// a known device to be heard again).
+    public var onDeviceSeen: ((DiscoveredDevice) -> Void)?
     /// Advertising reports whose data was malformed (address, problems).
     public var onMalformedAdvertisement: ((DeviceAddress, [String]) -> Void)?
     /// A connection that completed with no attempt waiting for it (for
@@ -219,7 +223,7 @@ public final class Central {
             if rep.rssi != 127 { d.rssi = rep.rssi }
             // The common case while scanning: the same data again. Nothing to parse.
             let same = rep.isScanResponse ? d.scanResponseBytes == data : d.advertisementBytes == data
-            if same { devices[rep.address] = d; return }
+            if same { devices[rep.address] = d; onDeviceSeen?(d); return }
             // A scan response that repeats the advertisement (seen from some controllers) adds nothing new.
             let echo = rep.isScanResponse && data == d.advertisementBytes
             store(&d, rep, data, parsed: echo ? d.advertisement : parse(rep.address, data))
@@ -228,6 +232,7 @@ public final class Central {
                 pendingChecks.append(rep.address)
                 onDeviceUpdate?(d, false)
             }
+            onDeviceSeen?(d)
             return
         }
         var d = DiscoveredDevice(address: rep.address, rssi: rep.rssi, connectable: rep.isConnectable,
@@ -237,6 +242,7 @@ public final class Central {
         order.append(rep.address)
         pendingChecks.append(rep.address)
         onDeviceUpdate?(d, true)
+        onDeviceSeen?(d)
     }
 
     private func parse(_ a: DeviceAddress, _ data: [UInt8]) -> AdvertisingData {

@@ -47,6 +47,12 @@ public struct SMPCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
     ]
 
     public var info: Info? { Self.table[rawValue] }
+    /// PDUs whose parameters are key material, masked in traces: the pairing
+    /// random values (with Just Works legacy pairing they give the STK away),
+    /// the LTK, EDIV/Rand, IRK and CSRK.
+    public var carriesSecrets: Bool {
+        [Self.pairingRandom, .encryptionInformation, .centralIdentification, .identityInformation, .signingInformation].contains(self)
+    }
     public var name: String { info?.name ?? "Unknown SMP command 0x\(Hex.int(rawValue, width: 2))" }
     public var description: String { name }
 }
@@ -396,8 +402,7 @@ public enum SMPPDU: Hashable, Sendable {
         } catch {
             guard let c = bytes.first else { return "SMP: empty PDU" }
             let code = SMPCode(rawValue: c)
-            let secret: Set<SMPCode> = [.pairingRandom, .encryptionInformation, .centralIdentification, .identityInformation, .signingInformation]
-            let body = secret.contains(code) && !showKeys ? "<\(bytes.count - 1) bytes hidden>" : Hex.string(bytes.dropFirst())
+            let body = code.carriesSecrets && !showKeys ? "<\(bytes.count - 1) bytes hidden>" : Hex.string(bytes.dropFirst())
             return "\(code.name): malformed (\(error)): \(body)"
         }
     }

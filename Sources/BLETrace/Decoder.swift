@@ -197,19 +197,22 @@ public final class PacketDecoder {
         let h4 = p.h4
         switch p.type {
         case .command:
-            // LE Enable Encryption: Rand, EDIV, LTK. LE Long Term Key Request Reply: the LTK.
-            if h4.count == 32, h4[1] == 0x19, h4[2] == 0x20 { return [6..<32] }
-            if h4.count == 22, h4[1] == 0x1A, h4[2] == 0x20 { return [6..<22] }
-            return []
+            // 01, opcode (2), length, handle (2), then: LE Enable Encryption's
+            // Rand, EDIV and LTK; LE Long Term Key Request Reply's LTK.
+            guard h4.count >= 6 else { return [] }
+            switch HCIOpcode(rawValue: UInt16(h4[1]) | UInt16(h4[2]) << 8) {
+            case .leEnableEncryption, .leLongTermKeyRequestReply: return [6..<h4.count]
+            default: return []
+            }
         case .event:
-            // LE Long Term Key Request: Rand and EDIV.
-            if h4.count == 16, h4[1] == 0x3E, h4[3] == 0x05 { return [6..<16] }
+            // 04, LE Meta, length, LE Long Term Key Request (0x05), handle (2), Rand, EDIV.
+            if h4.count == 16, HCIEventCode(rawValue: h4[1]) == .leMeta, h4[3] == 0x05 { return [6..<16] }
             return []
         case .acl:
             // 02, handle+flags (2), length (2), L2CAP length (2), CID (2), SMP code.
-            guard h4.count >= 10, h4[2] & 0x30 != 0x10, h4[7] == 0x06, h4[8] == 0x00 else { return [] }
-            let secret: Set<UInt8> = [0x04, 0x06, 0x07, 0x08, 0x0A]
-            return secret.contains(h4[9]) ? [10..<h4.count] : []
+            guard h4.count >= 10, h4[2] & 0x30 != 0x10, UInt16(h4[7]) | UInt16(h4[8]) << 8 == CID.smp,
+                  SMPCode(rawValue: h4[9]).carriesSecrets else { return [] }
+            return [10..<h4.count]
         default:
             return []
         }

@@ -39,32 +39,29 @@ public enum SignalWatch {
     }
 
     private static let resizedFlag = Atomic<Bool>(false)
+    private static let hangupFlag = Atomic<Bool>(false)
 
-    /// Also watch SIGWINCH (terminal resized): it wakes the loop without interrupting it.
-    public static func installResize() {
-        let handler: @convention(c) (Int32) -> Void = { _ in
-            SignalWatch.resizedFlag.store(true, ordering: .relaxed)
-            var b: UInt8 = 2
+    /// Watches a signal that wakes the loop without interrupting it: its flag
+    /// is set and the pipe written.
+    private static func installWaking(_ sig: Int32) {
+        let handler: @convention(c) (Int32) -> Void = { sig in
+            if sig == SIGHUP { SignalWatch.hangupFlag.store(true, ordering: .relaxed) }
+            else { SignalWatch.resizedFlag.store(true, ordering: .relaxed) }
+            var b = UInt8(truncatingIfNeeded: sig)
             _ = write(SignalWatch.pipeWrite.load(ordering: .relaxed), &b, 1)
         }
-        signal(SIGWINCH, handler)
+        signal(sig, handler)
     }
+
+    /// Also watch SIGWINCH (terminal resized): it wakes the loop without interrupting it.
+    public static func installResize() { installWaking(SIGWINCH) }
 
     /// True once after each SIGWINCH.
     public static func takeResized() -> Bool { resizedFlag.exchange(false, ordering: .relaxed) }
 
-    private static let hangupFlag = Atomic<Bool>(false)
-
     /// Also watch SIGHUP: it wakes the loop without interrupting it (the
     /// gateway reconnects to its broker).
-    public static func installHangup() {
-        let handler: @convention(c) (Int32) -> Void = { _ in
-            SignalWatch.hangupFlag.store(true, ordering: .relaxed)
-            var b: UInt8 = 4
-            _ = write(SignalWatch.pipeWrite.load(ordering: .relaxed), &b, 1)
-        }
-        signal(SIGHUP, handler)
-    }
+    public static func installHangup() { installWaking(SIGHUP) }
 
     /// True once after each SIGHUP.
     public static func takeHangup() -> Bool { hangupFlag.exchange(false, ordering: .relaxed) }

@@ -304,6 +304,19 @@ struct CentralScanTests {
         #expect(d.scanResponse?.localName == "CassarTech")
     }
 
+    @Test("onDeviceSeen gets every report, the repeats onDeviceUpdate skips, after the update when there is one")
+    func seenEveryReport() throws {
+        let (_, host, central) = try scanningCentral()
+        var calls: [String] = []
+        central.onDeviceUpdate = { _, isNew in calls.append(isNew ? "new" : "changed") }
+        central.onDeviceSeen = { d in calls.append("seen \(d.reports)") }
+        let data = hex("0b 09 43 61 73 73 61 72 54 65 63 68")
+        host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: data))
+        host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: data))
+        host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: data + hex("02 0a 04")))
+        #expect(calls == ["new", "seen 1", "seen 2", "changed", "seen 3"])
+    }
+
     @Test("extended report 0x0001 then 0x0008 repeating the same data: one device, one update")
     func extendedRepeat() throws {
         let (_, host, central) = try scanningCentral()
