@@ -364,15 +364,20 @@ class Running:
                                          f"(exit {self.p.poll()}):\n" + "\n".join(self.lines[-60:]))
                 self.cond.wait(min(left, 0.2))
 
-    def finish(self, timeout: float = 10) -> int:
-        """Waits for attled to exit by itself; its exit code."""
+    def _exit_code(self, timeout: float, after: str) -> int:
+        """Waits for the exit (SIGKILL and a failure ``timeout`` s ``after`` ...); stderr read to its end."""
         try:
             code = self.p.wait(timeout)
         except subprocess.TimeoutExpired:
             self.p.kill()
             self.p.wait(5)
-            raise AssertionError(f"attled still running {timeout} s after the fault:\n{self.stderr}") from None
-        self.reader.join(timeout)  # stderr read to its end
+            raise AssertionError(f"attled still running {timeout} s after {after}:\n{self.stderr}") from None
+        self.reader.join(5)
+        return code
+
+    def finish(self, timeout: float = 10) -> int:
+        """Waits for attled to exit by itself; its exit code."""
+        code = self._exit_code(timeout, "the fault")
         shutil.rmtree(self.home, ignore_errors=True)
         return code
 
@@ -380,14 +385,7 @@ class Running:
         """Sends ``sig`` and waits for the exit; its exit code."""
         if self.p.poll() is None:
             self.p.send_signal(sig)
-        try:
-            code = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise AssertionError(f"attled still running {timeout} s after signal {sig}:\n{self.stderr}") from None
-        self.reader.join(5)
-        return code
+        return self._exit_code(timeout, f"signal {sig}")
 
     def kill(self) -> None:
         if self.p.poll() is None:
