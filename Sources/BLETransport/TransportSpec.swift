@@ -12,29 +12,34 @@ public enum TransportSpec: Equatable, Sendable, CustomStringConvertible {
     /// - Throws: `TransportError.invalidSpec` with the reason the text was refused.
     public static func parse(_ text: String) throws -> TransportSpec {
         func bad(_ why: String) -> TransportError { .invalidSpec(text, reason: why) }
+        // The separators are found among Unicode scalars, not Characters: a Prepend
+        // scalar (U+0600) or a combining mark fuses with a neighbouring ':' or ','
+        // into one Character, which would hide the separator from a Character search
+        // and make a printed spec parse differently from the one that printed it.
+        let scalars = text.unicodeScalars
         if text.hasPrefix("hci") {
-            let n = text.dropFirst(3)
-            guard !n.isEmpty, n.count <= 5, let i = UInt16(n) else { throw bad("expected hciN with N a number") }
+            let n = String(scalars.dropFirst(3))
+            guard !n.isEmpty, n.unicodeScalars.count <= 5, let i = UInt16(n) else { throw bad("expected hciN with N a number") }
             return .userChannel(index: i)
         }
-        guard let colon = text.firstIndex(of: ":") else {
+        guard let colon = scalars.firstIndex(of: ":") else {
             throw bad("expected hciN or KIND:ARGS")
         }
-        let kind = text[..<colon]
-        let rest = String(text[text.index(after: colon)...])
+        let kind = String(scalars[..<colon])
+        let rest = scalars[scalars.index(after: colon)...]
         switch kind {
         case "tcp":
             guard let c = rest.lastIndex(of: ":") else { throw bad("expected tcp:HOST:PORT") }
             var host = String(rest[..<c])
-            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            if host.unicodeScalars.first == "[" && host.unicodeScalars.last == "]" { host = String(host.unicodeScalars.dropFirst().dropLast()) }
             guard !host.isEmpty else { throw bad("missing host") }
             // Brackets only enclose an IPv6 address; any left over would not survive printing the spec.
-            guard !host.contains("["), !host.contains("]") else { throw bad("brackets go only around an IPv6 address, as in tcp:[::1]:PORT") }
-            guard let port = UInt16(rest[rest.index(after: c)...]), port != 0 else { throw bad("port must be 1-65535") }
+            guard !host.unicodeScalars.contains("["), !host.unicodeScalars.contains("]") else { throw bad("brackets go only around an IPv6 address, as in tcp:[::1]:PORT") }
+            guard let port = UInt16(String(rest[rest.index(after: c)...])), port != 0 else { throw bad("port must be 1-65535") }
             return .tcp(host: host, port: port)
         case "unix":
             guard !rest.isEmpty else { throw bad("missing socket path") }
-            return .unix(path: rest)
+            return .unix(path: String(rest))
         case "serial", "uart":
             let parts = rest.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
             guard let path = parts.first, !path.isEmpty else { throw bad("missing device path") }
@@ -56,7 +61,7 @@ public enum TransportSpec: Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .userChannel(let i): return "hci\(i)"
-        case let .tcp(h, p): return h.contains(":") ? "tcp:[\(h)]:\(p)" : "tcp:\(h):\(p)"
+        case let .tcp(h, p): return h.unicodeScalars.contains(":") ? "tcp:[\(h)]:\(p)" : "tcp:\(h):\(p)"
         case .unix(let p): return "unix:\(p)"
         case let .serial(p, b, f): return "serial:\(p),\(b)" + (f ? ",rtscts" : "")
         }

@@ -40,4 +40,26 @@ struct FuzzRegressionTests {
         #expect(throws: TransportError.self) { try TransportSpec.parse(text) }
         #expect((try? TransportSpec.parse("tcp:[::1]:9000")) == .tcp(host: "::1", port: 9000))
     }
+
+    // transport-spec: uart:PATH؀ (U+0600, a Prepend scalar) printed as serial:PATH؀,115200,
+    // where "؀," is one Character; a Character split found no comma and the reparse kept
+    // ",115200" in the path. Separators are now found among Unicode scalars.
+    @Test("a separator fused into one Character with its neighbour still separates", arguments: [
+        "uart:/vt:/v//t:/v+k++++\u{600}",
+        "serial:/dev/tty\u{600},9600,rtscts",
+        "tcp:host\u{600}:9000",
+        "tcp:[::1\u{301}]:9000",
+        "unix:\u{301}/run/x",
+    ])
+    func transportSpecGraphemes(_ text: String) throws {
+        let spec = try TransportSpec.parse(text)
+        #expect(try TransportSpec.parse(spec.description) == spec)
+    }
+
+    @Test("the fused separators split where the scalars say")
+    func transportSpecGraphemeFields() throws {
+        #expect(try TransportSpec.parse("uart:/dev/tty\u{600}") == .serial(path: "/dev/tty\u{600}", baud: 115200, rtscts: false))
+        #expect(try TransportSpec.parse("serial:/dev/tty\u{600},9600") == .serial(path: "/dev/tty\u{600}", baud: 9600, rtscts: false))
+        #expect(try TransportSpec.parse("tcp:host\u{600}:9000") == .tcp(host: "host\u{600}", port: 9000))
+    }
 }
