@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mqttbroker import Broker
-from test_gateway import DISCOVERY, GATEWAY_AVAILABILITY, PREFIX, GatewayProcess, Watcher, node
+from mqttbroker import Broker, Watcher
+from test_gateway import DISCOVERY, GATEWAY_AVAILABILITY, PREFIX, GatewayProcess, node
 
 OPENSSL = shutil.which("openssl")
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd")

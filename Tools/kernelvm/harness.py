@@ -12,10 +12,16 @@ On the host:
   * vworld (peripheral): the current LED peripheral (a --device spec),
     attached to periph.sock with --peripheral-transport; the guest asks for
     another one with "profile SPEC", and it is replaced.
-  * qemu: the guest (Debian's kernel, busybox initramfs), -nic none, two
-    virtserialports (attled.hci, attled.ctl), console to console.log.
+  * qemu: the guest (Debian's kernel, busybox initramfs), two virtserialports
+    (attled.hci, attled.ctl), console to console.log, and a user-mode (slirp)
+    NIC: the guest reaches the host's loopback at 10.0.2.2, where the
+    gateway test's broker listens.
+  * mosquitto (Tools/mqttbroker.py), started when the guest asks ("mqtt"),
+    with a paho client watching every message: the broker of `attled
+    gateway` in the guest, and the judge of what the gateway published.
   * the ctl port: the guest's requests (see init.sh); the host answers
-    "expect" from the peripherals' events, which the guest cannot see.
+    "expect" from the peripherals' events and "mqtt_expect" from the
+    broker's messages, which the guest cannot see.
 
 Every process is bounded in time; a guest that hangs is killed and the run
 fails with its console log. The last line is "N passed, N failed".
@@ -40,6 +46,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 VWORLD = ROOT / "Tools" / "vworld.py"
+sys.path.insert(0, str(ROOT / "Tools"))
 T0 = time.monotonic()
 
 
@@ -245,6 +252,10 @@ class Run:
         self.done = False
         self.data: list[str] = []
         self.lifetime = args.timeout + 60
+        self.periph_address = ""
+        self.broker = None  # mqttbroker.Broker, once the guest asked for one
+        self.mq = None      # mqttbroker.Watcher on it
+        self.mq_mark = 0
 
     # --- worlds --------------------------------------------------------------
     def start_air(self) -> None:
@@ -269,6 +280,7 @@ class Run:
         except RuntimeError as e:
             return f"err {e}".replace("\n", " ")[:400]
         d = ready["devices"][0]
+        self.periph_address = str(d.get("address", ""))
         log(f"peripheral {spec}: {d.get('address')} advertising")
         return "ok"
 
@@ -276,6 +288,67 @@ class Run:
         for w in (self.periph, self.air):
             if w is not None:
                 w.stop()
+        if self.mq is not None:
+            self.mq.close()
+        if self.broker is not None:
+            self.broker.stop()
+
+    # --- MQTT ----------------------------------------------------------------
+    def subst(self, text: str) -> str:
+        """{node} is the gateway's id of the current peripheral: its address, lower case, no colons."""
+        return text.replace("{node}", self.periph_address.replace(":", "").lower())
+
+    def mqtt(self, cmd: str, rest: str) -> str:
+        from mqttbroker import Broker, Watcher  # paho: only when the guest asks
+        if cmd == "mqtt":
+            # Starts the broker (again, on the same port, after mqtt_kill) and the watcher.
+            if self.broker is None:
+                self.broker = Broker(self.workdir)
+            if self.broker.p is None or self.broker.p.poll() is not None:
+                self.broker.start()
+            if self.mq is None:
+                self.mq = Watcher(self.broker.port)
+            log(f"mosquitto on 127.0.0.1:{self.broker.port} (10.0.2.2 in the guest)")
+            return f"ok {self.broker.port}"
+        if self.broker is None or self.mq is None:
+            return "fail no broker: the guest must ask for one with 'mqtt' first"
+        if cmd == "mqtt_kill":
+            self.broker.kill()
+            return "ok"
+        if cmd == "mqtt_mark":
+            self.mq_mark = self.mq.mark()
+            return "ok"
+        if cmd == "mqtt_publish":
+            topic, _, payload = rest.partition(" ")
+            self.mq.publish(self.subst(topic), self.subst(payload))
+            return "ok"
+        if cmd == "mqtt_expect":
+            # SECS TOPIC TEXT|JSON: the first message on TOPIC since the mark whose payload is
+            # TEXT, or whose JSON holds every key of JSON (nested objects likewise).
+            parts = rest.split(" ", 2)
+            if len(parts) < 3:
+                return "fail mqtt_expect needs SECS TOPIC PATTERN"
+            secs, topic, want = float(parts[0]), self.subst(parts[1]), self.subst(parts[2])
+            pattern = json.loads(want) if want.startswith("{") else None
+
+            def holds(doc: Any, pat: Any) -> bool:
+                if isinstance(pat, dict):
+                    return isinstance(doc, dict) and all(k in doc and holds(doc[k], v) for k, v in pat.items())
+                return doc == pat
+
+            def ok(m) -> bool:
+                if pattern is None:
+                    return m.text == want
+                try:
+                    return holds(m.json(), pattern)
+                except ValueError:
+                    return False
+            try:
+                m = self.mq.wait(topic, ok, self.mq_mark, secs)
+            except AssertionError as e:
+                return "fail " + str(e).replace("\n", " | ")[:600]
+            return f"pass {m.topic} {m.text[:200]}"
+        return f"fail unknown request {cmd}"
 
     # --- ctl -----------------------------------------------------------------
     def handle(self, line: str) -> str | None:
@@ -295,8 +368,11 @@ class Run:
         if cmd == "begin":
             self.current = rest.strip()
             self.mark = self.events.mark()
+            self.mq_mark = self.mq.mark() if self.mq is not None else 0
             self.data = []
             return "ok"
+        if cmd.startswith("mqtt"):
+            return self.mqtt(cmd, rest)
         if cmd in ("expect", "expect_none"):
             secs, _, js = rest.partition(" ")
             try:
@@ -374,12 +450,16 @@ class Run:
         a = self.args
         cmdline = f"console=ttyS0 loglevel=4 panic=-1 mitigations=off {cmdline_extra}".strip()
         cmd = [a.qemu, "-accel", accel, "-m", "512", "-smp", "1", "-nodefaults", "-no-user-config",
-               "-display", "none", "-no-reboot", "-nic", "none",
+               "-display", "none", "-no-reboot",
                "-kernel", a.kernel, "-initrd", a.initrd, "-append", cmdline,
                "-serial", f"file:{self.workdir}/console.log"]
         if accel == "kvm":
             cmd += ["-cpu", "host"]
-        if not cmdline_extra:
+        if cmdline_extra:
+            cmd += ["-nic", "none"]
+        else:
+            # User-mode networking: the guest's 10.0.2.2 is the host's loopback.
+            cmd += ["-nic", "user,model=virtio-net-pci"]
             cmd += ["-device", "virtio-serial-pci",
                     "-chardev", f"socket,id=hci,path={self.workdir}/hci.sock",
                     "-device", "virtserialport,chardev=hci,name=attled.hci",
@@ -554,6 +634,11 @@ def main() -> int:
             p = workdir / f"{w}.stderr"
             if p.exists() and p.stat().st_size:
                 print(f"\n--- {w} stderr:\n{p.read_text(errors='replace')[-3000:]}", flush=True)
+        if run.broker is not None and run.broker.log.exists() and run.broker.log.stat().st_size:
+            print(f"\n--- mosquitto log:\n{run.broker.log.read_text(errors='replace')[-3000:]}", flush=True)
+        if run.mq is not None:
+            recent = "\n".join(f"  {m.topic} {m.text[:160]}" for m in run.mq.messages[-30:])
+            print(f"\n--- the last MQTT messages the host saw:\n{recent}", flush=True)
         print(f"\n(work directory kept: {workdir})", flush=True)
     elif args.keep:
         log(f"work directory kept: {workdir}")

@@ -7,7 +7,8 @@
 # virtio-serial port "attled.ctl", one request line and one answer line:
 #   hello | plan NAMES | profile DEVICE-SPEC | begin NAME | expect SECS JSON
 #   | expect_none SECS JSON | data LINE | compare_trace DEVICE-SPEC ARGS
-#   | result NAME pass|fail SECS REASON | done
+#   | mqtt | mqtt_kill | mqtt_mark | mqtt_publish TOPIC PAYLOAD
+#   | mqtt_expect SECS TOPIC TEXT|JSON | result NAME pass|fail SECS REASON | done
 # The host judges what happened on the air (the LED peripheral's events);
 # the guest judges exit codes, output and the adapter's state.
 export PATH=/bin
@@ -28,6 +29,15 @@ esac
 while read -r m; do
     insmod "/lib/modules/$m" || say "insmod $m failed"
 done </lib/modules/load.order
+
+# The user-mode NIC (virtio-net): 10.0.2.2 is the host's loopback, where the
+# gateway test's broker listens.
+ip link set lo up
+if [ -e /sys/class/net/eth0 ]; then
+    ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up || say "eth0 set-up failed"
+else
+    say "no eth0: the gateway test cannot reach the host's broker"
+fi
 
 # /dev node of the virtio-serial port named $1 (waits up to 5 s for it).
 port_dev() {

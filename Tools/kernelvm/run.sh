@@ -15,6 +15,7 @@
 # succeeds; the result is cached), KERNELVM_TIMEOUT (seconds for the guest's
 # whole run, default 240), KERNELVM_KEEP=1 (keep the work directory),
 # ATTLED_STATIC=/path (use this fully static attled instead of building one),
+# ATTLED_GATEWAY=/path (the attled with the gateway, instead of the debug build),
 # KERNELVM_TESTS=/path (another test list, e.g. while developing one).
 set -euo pipefail
 
@@ -138,6 +139,21 @@ else
 fi
 "$attled" --help >/dev/null 2>&1 || [ $? -eq 64 ] || die "$attled does not run"
 
+# --- attled with the gateway (libmosquitto), for the gateway test ----------------
+# Debian ships libmosquitto only as a shared library, so the fully static build
+# leaves the gateway out. The gateway test runs the debug build of the same
+# tree (what make test builds anyway), its shared libraries copied by ldd.
+if [ -n "${ATTLED_GATEWAY:-}" ]; then
+    attled_gw=$ATTLED_GATEWAY
+else
+    t=$(date +%s.%N)
+    (cd "$ROOT" && swift build --product attled >"$CACHE/swift-build-gateway.log" 2>&1) ||
+        { tail -n 30 "$CACHE/swift-build-gateway.log"; die "swift build of attled (with the gateway) failed (log: $CACHE/swift-build-gateway.log)"; }
+    attled_gw=$ROOT/.build/debug/attled
+    say "attled with the gateway: $attled_gw ($(since "$t") s)"
+fi
+"$attled_gw" gateway --help >/dev/null 2>&1 || [ $? -eq 64 ] || die "$attled_gw does not run"
+
 # --- initramfs -------------------------------------------------------------------
 # Built afresh for each run in its own work directory (console log, events
 # and sockets go there too; kept when something failed).
@@ -153,22 +169,26 @@ for a in $("$stage/bin/busybox" --list); do
 done
 # Modules in load order, as kmod resolves the dependencies.
 : >"$stage/lib/modules/load.order"
-for m in virtio_pci virtio_console hci_vhci cmac; do
+for m in virtio_pci virtio_console virtio_net hci_vhci cmac; do
     modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
 done | awk '!seen[$0]++' | while read -r ko; do
     cp "$ko" "$stage/lib/modules/"
     basename "$ko" >>"$stage/lib/modules/load.order"
 done
 cp "$CACHE/bin/vhci_bridge" "$CACHE/bin/hcictl" "$stage/bin/"
-# attled: fully static, or with what ldd lists.
-cp "$attled" "$stage/bin/attled"
-if ! file -L "$attled" | grep -q 'statically linked'; then
-    say "attled is not fully static: copying its libraries"
-    ldd "$attled" | grep -o '/[^ ]*' | while read -r lib; do
-        mkdir -p "$stage$(dirname "$lib")"
-        cp -L "$lib" "$stage$lib"
-    done
-fi
+# install BINARY NAME: into the guest's /bin, with the shared libraries ldd lists
+# (at the same paths, the dynamic loader included) when it is not fully static.
+install_bin() {
+    cp "$1" "$stage/bin/$2"
+    if ! file -L "$1" | grep -q 'statically linked'; then
+        ldd "$1" | grep -o '/[^ ]*' | while read -r lib; do
+            mkdir -p "$stage$(dirname "$lib")"
+            [ -e "$stage$lib" ] || cp -L "$lib" "$stage$lib"
+        done
+    fi
+}
+install_bin "$attled" attled
+install_bin "$attled_gw" attled-gw
 cp "$HERE/init.sh" "$stage/init"
 cp "${KERNELVM_TESTS:-$HERE/tests.sh}" "$stage/tests.sh"
 chmod +x "$stage/init"

@@ -24,6 +24,7 @@ missing_adapter_hci1
 permission_denied
 sudo_drops_privileges
 sudo_sigkill_still_restores
+gateway_pycom
 @CassarTech:pycom:secure=enc
 pair_protected_pycom
 bonded_pycom_encrypts
@@ -134,6 +135,15 @@ host() {
     ctl "expect $1 $2"
     echo "  host: $CTL_REPLY"
     case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+}
+
+# mq SECS TOPIC TEXT|JSON: the host's broker got a message on TOPIC (since the
+# test began, or since the last "ctl mqtt_mark") whose payload is TEXT or whose
+# JSON holds JSON. {node} in TOPIC or JSON is the peripheral's node id.
+mq() {
+    ctl "mqtt_expect $1 $2 $3"
+    echo "  broker: $CTL_REPLY"
+    case $CTL_REPLY in pass*) ;; *) fail "broker: $CTL_REPLY" ;; esac
 }
 
 # host_none SECS JSON: no such event since the test began (after SECS of grace).
@@ -376,6 +386,46 @@ test_sudo_sigkill_still_restores() {
     [ $found = 1 ] || { show /tmp/err; fail "scan never listed CassarTech"; }
     echo "$uid_line" | grep -q '65534' || fail "attled still ran as: $uid_line"
     hcictl wait hci0 up 12 || { show /tmp/err; fail "hci0 stayed down after SIGKILL"; }
+    adapter_is up
+}
+
+# attled gateway on hci0, its broker (mosquitto) on the host across the guest's
+# user-mode NIC; the host's MQTT client judges what it publishes. This is the
+# debug build of the same tree (/bin/attled-gw, shared libraries copied): the
+# static attled has no gateway, as Debian has no static libmosquitto.
+# Discovery and availability; a Home Assistant command reaches the LED scaled
+# by brightness and the state follows; the broker killed and restarted: the
+# gateway reconnects and republishes and commands work again; SIGTERM
+# publishes offline, exits 0, and hci0 is up again.
+test_gateway_pycom() {
+    adapter_is up
+    ctl mqtt
+    case $CTL_REPLY in "ok "*) port=${CTL_REPLY#ok } ;; *) fail "no broker on the host: $CTL_REPLY" ;; esac
+    echo "\$ attled-gw gateway -i hci0 --mqtt 10.0.2.2:$port --name CassarTech &    [gw]"
+    timeout -s KILL 90 /bin/attled-gw gateway -i hci0 --mqtt "10.0.2.2:$port" --name CassarTech >/tmp/gw.out 2>/tmp/gw.err &
+    echo $! >/tmp/gw.pid
+    mq 20 'homeassistant/light/attled_{node}/light/config' '{"schema":"json","command_topic":"attled/{node}/set","supported_color_modes":["rgb"]}'
+    mq 20 'attled/{node}/availability' online
+    mq 5 'attled/gateway/availability' online
+    mq 10 'attled/{node}/state' '{"color_mode":"rgb"}'
+    ctl 'mqtt_publish attled/{node}/set {"state":"ON","brightness":128,"color":{"r":200,"g":100,"b":50}}'
+    host 10 '{"event":"state","device":"CassarTech","profile":"pycom","rgb":[100,50,25]}'
+    mq 10 'attled/{node}/state' '{"state":"ON","brightness":128,"color":{"r":200,"g":100,"b":50}}'
+    # The broker dies (SIGKILL: no retained messages survive) and comes back.
+    ctl mqtt_mark
+    ctl mqtt_kill
+    ctl mqtt
+    case $CTL_REPLY in "ok "*) ;; *) fail "the broker did not restart: $CTL_REPLY" ;; esac
+    mq 30 'homeassistant/light/attled_{node}/light/config' '{"command_topic":"attled/{node}/set"}'
+    mq 10 'attled/{node}/availability' online
+    ctl 'mqtt_publish attled/{node}/set {"state":"OFF"}'
+    host 10 '{"event":"state","device":"CassarTech","profile":"pycom","rgb":[0,0,0]}'
+    ctl mqtt_mark
+    kill -TERM "$(cat /tmp/gw.pid)"
+    bg_wait gw 10
+    want_rc 0
+    mq 5 'attled/{node}/availability' offline
+    mq 5 'attled/gateway/availability' offline
     adapter_is up
 }
 
