@@ -252,6 +252,11 @@ extension Gateway {
             ensureScanning()
             return
         }
+        if stopping {
+            // Its offline message went out before the broker was left.
+            log("gateway: \(dev.label): disconnected (stopping)")
+            return
+        }
         log("gateway: \(dev.label): disconnected; unavailable until it advertises again")
         if let ha = dev.ha { publish(topics.availability(ha), HomeAssistant.offline, retain: true) }
         ensureScanning()

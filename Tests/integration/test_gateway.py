@@ -410,6 +410,9 @@ def test_sigterm_exits_0_and_publishes_offline(gateway):
     assert dev_off.retain and gw_off.retain
     w.wait_event({"event": "disconnected", "device": "Lamp1", "reason": 0x13}, timeout=5)
     assert "attled: gateway: stopping" in s.gw.stderr
+    # The link ended by the stop is said to be, not reported as a device gone away.
+    assert "Lamp1" in s.gw.stderr and "disconnected (stopping)" in s.gw.stderr, s.gw.stderr
+    assert "unavailable until it advertises again" not in s.gw.stderr, s.gw.stderr
     # Clean to the end: the controller still answers during clean-up (scan stop, Disconnect).
     assert "warning" not in s.gw.stderr, s.gw.stderr
 
