@@ -25,7 +25,8 @@ let package = Package(
         // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
         .systemLibrary(name: "CBluetooth", path: "Sources/CBluetooth",
                        providers: [.apt(["libbluetooth-dev"])]),
-        // Bounds-checked byte reader/writer, addresses, UUIDs.
+        // Bounds-checked byte reader/writer, addresses, UUIDs, assigned numbers, clocks and
+        // backoff, JSON values (the CLI's --json output, the gateway's MQTT payloads).
         .target(name: "BLEWire", swiftSettings: strict),
         // Moves whole HCI packets: H4 over TCP/Unix/serial, Linux HCI user channel.
         .target(name: "BLETransport", dependencies: ["BLEWire", "CBluetooth"], swiftSettings: strict),
@@ -60,8 +61,8 @@ let package = Package(
         // depends on this module.
         .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),
-        // MQTT client over libmosquitto driven by the owner's poll loop, a JSON
-        // parser, Home Assistant discovery and light commands.
+        // MQTT client over libmosquitto driven by the owner's poll loop, Home
+        // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
         .target(name: "BLEMQTT", dependencies: ["BLEWire", "CMosquitto"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
                     dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],

@@ -162,8 +162,27 @@ for line in ["-i tcp:127.0.0.1:9000 --name CassarTech --rgb 255,0,0",
     seed("cli", line.replace(" ", "\0").encode())
 for spec in ["hci0", "hci65535", "tcp:127.0.0.1:9000", "tcp:[::1]:1", "unix:/run/attled.sock",
              "serial:/dev/ttyACM0", "serial:/dev/ttyUSB0,921600,rtscts", "uart:/dev/ttyS0,flow",
-             "tcp:localhost:0", "bogus:x", "hci"]:
+             "tcp:localhost:0", "bogus:x", "hci",
+             # a Prepend scalar (U+0600) fused with the comma after it (a finding, now a unit test)
+             "uart:/vt:/v//t:/v+k++++\u0600", "serial:/dev/tty\u0600,9600,rtscts", "tcp:host\u0600:9000"]:
     seed("transport-spec", spec.encode())
+# json and ha-command: MQTT payloads, Home Assistant's commands as its documentation
+# gives them and as the gateway's tests send them, and JSON's corners.
+COMMANDS = [
+    '{"state":"ON","brightness":128,"color":{"r":200,"g":100,"b":50}}',
+    '{"state":"OFF"}', '{"state":"ON"}', '{"state":"ON","transition":2.5}', '{"state":"ON","flash":2}',
+    '{"state":"ON","color":{"r":256,"g":0,"b":0}}', '{"state":"ON","brightness":1.5}', '{"state":"BLINK"}',
+    '{"brightness":10}', '"ON"', '{not json', '{"state":"ON","bogus":1}', '{"state":"ON","brightness":128.0}',
+]
+for t in COMMANDS:
+    seed("ha-command", t.encode())
+for t in COMMANDS + [
+    '[1,-0,0.5,-1e-300,1E+308,123456789012345678901234567890,true,false,null]',
+    '{"a":{"b":[{"c":"\\u00e9\\ud83d\\ude00\\n\\t\\"\\\\\\/\\b\\f"}]}}', '""', '"\\u0000"', '  {  }  ', '[[],{}]',
+    '{"name":null,"unique_id":"attled_c01122334455_light","schema":"json","supported_color_modes":["rgb"]}',
+    '9223372036854775807', '-9223372036854775808', '9223372036854775808', '1.7976931348623157e308', '5e-324',
+]:
+    seed("json", t.encode())
 for cap in CAPTURES:
     seed("btsnoop", cap.read_bytes(), limit=1 << 20)
 # SMP: no capture pairs, so the seeds are written by hand (smp_seeds.py).

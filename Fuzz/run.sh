@@ -10,8 +10,8 @@
 #   Fuzz/run.sh list                        the harness names
 #
 # Needs only the Swift toolchain (its libFuzzer and ASan runtimes), and the
-# libbluetooth-dev headers and libssl-dev (libcrypto) the root package needs
-# too. The stack's modules are compiled with swiftc straight from Sources/,
+# libbluetooth-dev headers, libssl-dev (libcrypto) and libmosquitto-dev the
+# root package needs too. The stack's modules are compiled with swiftc straight from Sources/,
 # one static library per module in dependency order, instrumented with
 # -sanitize=fuzzer,address.
 set -euo pipefail
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 out="$here/.build"
 SWIFTC=${SWIFTC:-swiftc}
-HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp)
+HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp json ha-command)
 # Module, then the modules it imports, in an order that builds dependencies first.
 MODULES=(
   "BLEWire"
@@ -35,14 +35,15 @@ MODULES=(
   "BLESMP BLEWire"
   "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
   "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
+  "BLEMQTT BLEWire"
 )
-FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/COpenSSL")
+FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/COpenSSL" -I "$root/Sources/CMosquitto")
 
 die() { echo "fuzz: $*" >&2; exit 1; }
 
 max_len() {
   case $1 in
-    transport-spec) echo 256 ;; cli|trace|adv|smp) echo 1024 ;; hci-event|signalling) echo 300 ;;
+    transport-spec) echo 256 ;; cli|trace|adv|smp|ha-command) echo 1024 ;; hci-event|signalling) echo 300 ;;
     btsnoop) echo 16384 ;; *) echo 4096 ;;
   esac
 }

@@ -18,6 +18,8 @@ nonisolated(unsafe) let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
     ("cli", fuzzCLI),
     ("transport-spec", fuzzTransportSpec),
     ("smp", fuzzSMP),
+    ("json", fuzzJSON),
+    ("ha-command", fuzzHACommand),
 ]
 
 nonisolated(unsafe) var selectedHarness: (([UInt8]) -> Void)? = nil

@@ -98,7 +98,7 @@ final class DeviceJob {
         let prof = LEDProfile.detect(d.serviceUUIDs).map { ", \($0.name) service advertised" } ?? ""
         report.done("\(d.name ?? "(no name)") \(d.address), rssi \(d.rssi) dBm\(prof)")
         report.fields.append(("device", .object([("name", d.name.map { .string($0) } ?? .null), ("address", .string(d.address.address.description)),
-                                                 ("address_type", .string(d.address.type.description)), ("rssi", .int(Int(d.rssi)))])))
+                                                 ("address_type", .string(d.address.type.description)), ("rssi", .int(Int64(d.rssi)))])))
     }
 
     /// Queues the connection and, once up, runs the job.
@@ -253,7 +253,7 @@ final class DeviceJob {
         return LEDOperations.startSetColour(link.gatt, led, rgb).map { [self] kinds in
             let how = kinds.count == 2 ? "Write Request/Command" : (kinds.contains(true) ? "Write Request" : "Write Command")
             report.done("\(rgb) with \(how) x3")
-            report.fields.append(("rgb", .array([.int(Int(rgb.r)), .int(Int(rgb.g)), .int(Int(rgb.b))])))
+            report.fields.append(("rgb", .array([.int(Int64(rgb.r)), .int(Int64(rgb.g)), .int(Int64(rgb.b))])))
             report.progress("\(pad("done", 8)) \(formatMs(us: Instant.now().usSince(runStart))) ms")
         }
     }
@@ -263,7 +263,7 @@ final class DeviceJob {
         if led.rgb != nil {
             return LEDOperations.startReadColour(link.gatt, led).map { [self] rgb in
                 report.done("\(rgb)")
-                report.fields.append(("rgb", .array([rgb.r, rgb.g, rgb.b].map { .int(Int($0)) })))
+                report.fields.append(("rgb", .array([rgb.r, rgb.g, rgb.b].map { .int(Int64($0)) })))
                 if !opts.json { Console.out((opts.isMultiTarget ? "\(target.label) " : "") + "\(rgb.r),\(rgb.g),\(rgb.b) \(rgb.hex)") }
             }
         }
@@ -323,10 +323,10 @@ final class DeviceJob {
             guard let self, hv.handle == c.valueHandle, !done.isComplete else { return }
             self.notifications += 1
             if self.opts.json {
-                var o: [(String, JSON)] = [("event", .string("notification"))]
+                var o: [(String, JSONValue)] = [("event", .string("notification"))]
                 if let l = label { o.append(("device", .string(l))) }
-                o += [("handle", .int(Int(hv.handle))), ("uuid", .string(c.uuid.description)), ("value", .string(Hex.string(hv.value, separator: "")))]
-                Console.out(JSON.object(o).text)
+                o += [("handle", .int(Int64(hv.handle))), ("uuid", .string(c.uuid.description)), ("value", .string(Hex.string(hv.value, separator: "")))]
+                Console.out(JSONValue.object(o).serialized)
             } else {
                 Console.out((label.map { "\($0) " } ?? "") + "notification 0x\(Hex.int(hv.handle, width: 4)) \(c.uuid): \(Hex.string(hv.value))")
             }
@@ -348,14 +348,14 @@ final class DeviceJob {
     }
 
     /// The JSON result object for this device.
-    func json(command: Options.Command, start: Instant) -> JSON {
-        var obj: [(String, JSON)] = [("ok", .bool(failure == nil)), ("command", .string(command.rawValue))]
+    func json(command: Options.Command, start: Instant) -> JSONValue {
+        var obj: [(String, JSONValue)] = [("ok", .bool(failure == nil)), ("command", .string(command.rawValue))]
         if opts.isMultiTarget { obj.append(("target", .string(target.label))) }
         obj += report.fields
         obj.append(("phases_ms", report.phasesJSON))
         obj.append(("total_ms", .double(Double(Instant.now().usSince(start) / 100) / 10)))
-        if let b = link?.bearer { obj.append(("att_transactions", .int(b.transactions.count))) }
-        if let e = failure { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int(e.code.rawValue)))) }
+        if let b = link?.bearer { obj.append(("att_transactions", .int(Int64(b.transactions.count)))) }
+        if let e = failure { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int64(e.code.rawValue)))) }
         return .object(obj)
     }
 }

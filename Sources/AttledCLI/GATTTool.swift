@@ -153,7 +153,7 @@ final class GATTTool {
     }
 
     func targetFields(_ t: Target) {
-        report.fields.append(("handle", .int(Int(t.handle))))
+        report.fields.append(("handle", .int(Int64(t.handle))))
         report.fields.append(("uuid", t.uuid.map { .string($0.description) } ?? .null))
     }
 
@@ -240,8 +240,8 @@ final class GATTTool {
             guard hv.handle == c.valueHandle, !done.isComplete else { return }
             count += 1
             if opts.json {
-                Console.out(JSON.object([("event", .string("notification")), ("handle", .int(Int(hv.handle))),
-                                         ("uuid", .string(c.uuid.description)), ("value", .string(Hex.string(hv.value, separator: "")))]).text)
+                Console.out(JSONValue.object([("event", .string("notification")), ("handle", .int(Int64(hv.handle))),
+                                         ("uuid", .string(c.uuid.description)), ("value", .string(Hex.string(hv.value, separator: "")))]).serialized)
             } else {
                 Console.out("notification 0x\(Hex.int(hv.handle, width: 4)) \(c.uuid): \(Hex.string(hv.value))")
             }
@@ -281,8 +281,8 @@ final class GATTTool {
             }
         }
         var lines: [String] = []
-        var jsonServices: [JSON] = []
-        func valueText(_ h: UInt16) -> (String, [(String, JSON)]) {
+        var jsonServices: [JSONValue] = []
+        func valueText(_ h: UInt16) -> (String, [(String, JSONValue)]) {
             switch values[h] {
             case .success(let v)?: return ("  = \(Hex.string(v, separator: ""))\(printable(v))", [("value", .string(Hex.string(v, separator: "")))])
             case .failure(let e)?:
@@ -299,26 +299,26 @@ final class GATTTool {
             for inc in se.includes {
                 lines.append("  include \(inc.uuid)  handles 0x\(Hex.int(inc.start, width: 4))-0x\(Hex.int(inc.end, width: 4))  (declaration 0x\(Hex.int(inc.handle, width: 4)))")
             }
-            var jc: [JSON] = []
+            var jc: [JSONValue] = []
             for e in se.characteristics {
                 let c = e.characteristic
                 let cname = GATTUUID.name(c.uuid).map { " \($0)" } ?? ""
                 let (vt, vj) = valueText(c.valueHandle)
                 lines.append("  characteristic \(c.uuid)\(cname)  handle 0x\(Hex.int(c.valueHandle, width: 4))  [\(c.properties)]\(vt)")
-                var jd: [JSON] = []
+                var jd: [JSONValue] = []
                 for d in e.descriptors {
                     let (dt, dj) = valueText(d.handle)
                     lines.append("    descriptor \(d.uuid)\(GATTUUID.name(d.uuid).map { " \($0)" } ?? "")  handle 0x\(Hex.int(d.handle, width: 4))\(dt)")
-                    jd.append(.object([("uuid", .string(d.uuid.description)), ("handle", .int(Int(d.handle)))] + dj))
+                    jd.append(.object([("uuid", .string(d.uuid.description)), ("handle", .int(Int64(d.handle)))] + dj))
                 }
-                jc.append(.object([("uuid", .string(c.uuid.description)), ("declaration_handle", .int(Int(c.declarationHandle))),
-                                   ("value_handle", .int(Int(c.valueHandle))), ("properties", .array(c.properties.names.map { .string($0) }))]
+                jc.append(.object([("uuid", .string(c.uuid.description)), ("declaration_handle", .int(Int64(c.declarationHandle))),
+                                   ("value_handle", .int(Int64(c.valueHandle))), ("properties", .array(c.properties.names.map { .string($0) }))]
                                   + vj + [("descriptors", .array(jd))]))
             }
-            let inc: [JSON] = se.includes.map {
-                .object([("handle", .int(Int($0.handle))), ("uuid", .string($0.uuid.description)), ("start", .int(Int($0.start))), ("end", .int(Int($0.end)))])
+            let inc: [JSONValue] = se.includes.map {
+                .object([("handle", .int(Int64($0.handle))), ("uuid", .string($0.uuid.description)), ("start", .int(Int64($0.start))), ("end", .int(Int64($0.end)))])
             }
-            jsonServices.append(.object([("uuid", .string(sv.uuid.description)), ("start", .int(Int(sv.start))), ("end", .int(Int(sv.end))),
+            jsonServices.append(.object([("uuid", .string(sv.uuid.description)), ("start", .int(Int64(sv.start))), ("end", .int(Int64(sv.end))),
                                          ("primary", .bool(sv.isPrimary)), ("includes", .array(inc)), ("characteristics", .array(jc))]))
         }
         let secondary = db.services.filter { !$0.service.isPrimary }.count

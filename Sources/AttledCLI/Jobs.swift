@@ -10,22 +10,22 @@ extension Session {
     func deviceLine(_ d: DiscoveredDevice, update: Bool) -> String {
         if opts.json {
             let ad = d.merged
-            var o: [(String, JSON)] = [("event", .string(update ? "update" : "device")),
+            var o: [(String, JSONValue)] = [("event", .string(update ? "update" : "device")),
                                        ("address", .string(d.address.address.description)),
                                        ("address_type", .string(d.address.type.description)),
-                                       ("rssi", .int(Int(d.rssi))), ("connectable", .bool(d.connectable))]
+                                       ("rssi", .int(Int64(d.rssi))), ("connectable", .bool(d.connectable))]
             o.append(("name", d.name.map { .string($0) } ?? .null))
             o.append(("services", .array(d.serviceUUIDs.map { .string($0.description) })))
             o.append(("manufacturer_data", .array(ad.manufacturerData.map {
-                .object([("company", .int(Int($0.company))), ("data", .string(Hex.string($0.data, separator: "")))])
+                .object([("company", .int(Int64($0.company))), ("data", .string(Hex.string($0.data, separator: "")))])
             })))
             o.append(("service_data", .array(ad.serviceData.map {
                 .object([("uuid", .string($0.uuid.description)), ("data", .string(Hex.string($0.data, separator: "")))])
             })))
-            if let t = ad.txPower { o.append(("tx_power", .int(Int(t)))) }
-            if let f = ad.flags { o.append(("flags", .int(Int(f)))) }
+            if let t = ad.txPower { o.append(("tx_power", .int(Int64(t)))) }
+            if let f = ad.flags { o.append(("flags", .int(Int64(f)))) }
             if !ad.problems.isEmpty { o.append(("problems", .array(ad.problems.map { .string($0) }))) }
-            return JSON.object(o).text
+            return JSONValue.object(o).serialized
         }
         let ad = d.merged
         var s = pad("\(d.address.address) (\(d.address.type))", 28) + " " + pad("\(d.rssi) dBm", 8)

@@ -20,7 +20,7 @@ final class Report {
     private var phaseStart = Instant.now()
     private(set) var phases: [(Phase, UInt64)] = []
     /// Fields of the JSON result, in order.
-    var fields: [(String, JSON)] = []
+    var fields: [(String, JSONValue)] = []
 
     init(prefix: String, quiet: Bool) {
         self.prefix = prefix
@@ -55,7 +55,7 @@ final class Report {
     }
 
     /// The phases as a JSON object of milliseconds.
-    var phasesJSON: JSON {
+    var phasesJSON: JSONValue {
         .object(phases.map { ($0.0.word, .double(Double($0.1 / 100) / 10)) })
     }
 }

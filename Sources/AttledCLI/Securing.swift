@@ -141,7 +141,7 @@ func runBonds(_ opts: Options, environment: [String: String]) -> Int32 {
             return ExitCode.notFound.rawValue
         }
         if opts.json {
-            Console.out(JSON.object([("ok", .bool(true)), ("command", .string("bonds")), ("removed", .string(b.identity.address.description))]).text)
+            Console.out(JSONValue.object([("ok", .bool(true)), ("command", .string("bonds")), ("removed", .string(b.identity.address.description))]).serialized)
         } else if !opts.quiet {
             Console.err("attled: removed the bond with \(b.identity)")
         }
@@ -149,16 +149,16 @@ func runBonds(_ opts: Options, environment: [String: String]) -> Int32 {
     }
     let all = store.all()
     if opts.json {
-        Console.out(JSON.object([("ok", .bool(true)), ("command", .string("bonds")), ("directory", .string(store.directory)),
+        Console.out(JSONValue.object([("ok", .bool(true)), ("command", .string("bonds")), ("directory", .string(store.directory)),
                                  ("bonds", .array(all.map { b in
                                      .object([("identity", .string(b.identity.address.description)),
                                               ("identity_type", .string(b.identity.type.description)),
                                               ("last_address", .string(b.lastAddress.address.description)),
                                               ("secure_connections", .bool(b.longTermKey.secureConnections)),
                                               ("authenticated", .bool(b.longTermKey.authenticated)),
-                                              ("key_size", .int(b.longTermKey.keySize)),
+                                              ("key_size", .int(Int64(b.longTermKey.keySize))),
                                               ("irk", .bool(b.irk != nil))])
-                                 }))]).text)
+                                 }))]).serialized)
     } else if all.isEmpty {
         Console.err("attled: no bonds in \(store.directory)")
     } else {

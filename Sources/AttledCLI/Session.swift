@@ -127,17 +127,17 @@ final class Session {
     func emitJSON(error: RunError?) {
         if !jobs.isEmpty {
             if opts.command == .listen && error == nil && jobs.allSatisfy({ $0.failure == nil }) { return }
-            for j in jobs { Console.out(j.json(command: opts.command, start: start).text) }
+            for j in jobs { Console.out(j.json(command: opts.command, start: start).serialized) }
             return
         }
         if (opts.command == .scan || quietSuccess) && error == nil { return }
-        var obj: [(String, JSON)] = [("ok", .bool(error == nil)), ("command", .string(opts.command.rawValue))]
+        var obj: [(String, JSONValue)] = [("ok", .bool(error == nil)), ("command", .string(opts.command.rawValue))]
         obj += report.fields
         obj.append(("phases_ms", report.phasesJSON))
         obj.append(("total_ms", .double(Double(Instant.now().usSince(start) / 100) / 10)))
-        if let l = tracedLinks.first { obj.append(("att_transactions", .int(l.bearer.transactions.count))) }
-        if let e = error { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int(e.code.rawValue)))) }
-        Console.out(JSON.object(obj).text)
+        if let l = tracedLinks.first { obj.append(("att_transactions", .int(Int64(l.bearer.transactions.count)))) }
+        if let e = error { obj.append(("error", .string(e.message))); obj.append(("exit_code", .int(Int64(e.code.rawValue)))) }
+        Console.out(JSONValue.object(obj).serialized)
     }
 
     /// Opens the transport and initialises the controller.

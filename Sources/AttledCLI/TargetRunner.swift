@@ -186,7 +186,7 @@ final class TargetRunner {
             }
             r.done("\(d.name ?? "(no name)") \(d.address), rssi \(d.rssi) dBm")
             r.fields.append(("device", .object([("name", d.name.map { .string($0) } ?? .null), ("address", .string(d.address.address.description)),
-                                                ("address_type", .string(d.address.type.description)), ("rssi", .int(Int(d.rssi)))])))
+                                                ("address_type", .string(d.address.type.description)), ("rssi", .int(Int64(d.rssi)))])))
             address = d.address
         }
         guard let peer = address else { throw RunError("no target", .usage) }

@@ -16,6 +16,8 @@
 // - availability entries default to the payloads `online` / `offline`; with
 //   `availability_mode: all` an entity is available only while every listed topic says `online`.
 
+import BLEWire
+
 // MARK: - Topics
 
 /// A configuration value Home Assistant or MQTT would not accept.

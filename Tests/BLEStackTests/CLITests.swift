@@ -325,23 +325,6 @@ struct ExitCodeTests {
     }
 }
 
-@Suite("JSON")
-struct JSONTests {
-    @Test("strings escape quotes, backslashes and control characters; other text passes through")
-    func escaping() {
-        #expect(JSON.string("a\"b\\c\n\r\t\u{01}\u{1F}é😀").text == #""a\"b\\c\n\r\t\u0001\u001fé😀""#)
-        #expect(JSON.string("").text == #""""#)
-    }
-
-    @Test("values, arrays and objects (in insertion order)")
-    func values() {
-        let v = JSON.object([("name", .string("LED")), ("rssi", .int(-60)), ("ok", .bool(true)), ("none", .null),
-                             ("ms", .double(1.5)), ("nan", .double(.nan)), ("list", .array([.int(1), .array([])])), ("o", .object([]))])
-        #expect(v.text == #"{"name":"LED","rssi":-60,"ok":true,"none":null,"ms":1.5,"nan":null,"list":[1,[]],"o":{}}"#)
-        #expect(JSON.object([("k\"", .bool(false))]).text == #"{"k\"":false}"#)
-    }
-}
-
 @Suite("GATT cache files")
 struct GATTCacheTests {
     /// A fresh directory under /tmp, removed by the caller.

@@ -1,4 +1,5 @@
 import Testing
+import BLEWire
 @testable import BLEMQTT
 
 private func topics(_ prefix: String = "attled", _ discovery: String = "homeassistant") throws -> HATopics {

@@ -1,5 +1,5 @@
 import Testing
-@testable import BLEMQTT
+@testable import BLEWire
 
 /// Parses `text`, recording an issue (and returning .null) if it is refused.
 private func parsed(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) -> JSONValue {
