@@ -359,6 +359,10 @@ class PeripheralOptions:
     profile: str
     address: str
     interval_ms: float = 50.0
+    # adv_cycle=ON/OFF: advertise ON ms, stay silent OFF ms, and again, while not
+    # connected (a device heard once and gone before the central's connect).
+    adv_cycle: tuple[float, float] | None = None
+    adv_delay_ms: float = 0.0  # adv_delay=MS: the first advertisement only after MS (a device switched on later)
     name_in: str = "adv"  # "adv" (Complete Local Name) | "shortened" | "none"
     short_len: int | None = None  # with name_in=shortened: advertise name[:N]
     conn_update: bool = False
@@ -378,7 +382,7 @@ class PeripheralOptions:
     profile_options: dict[str, str] = dataclasses.field(default_factory=dict)  # OTHER_PROFILES keys
 
     KEYS = (
-        "interval", "addr", "name_in", "short", "conn_update", "conn_update_delay",
+        "interval", "adv_cycle", "adv_delay", "addr", "name_in", "short", "conn_update", "conn_update_delay",
         "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash",
         "secure", "pairing", "forget_bonds",
         *(f"fault_{kind}" for kind in FAULT_KINDS),
@@ -388,7 +392,10 @@ class PeripheralOptions:
     def parse(cls, spec: str, index: int = 0) -> PeripheralOptions:
         """Parse ``NAME:PROFILE[:key=value,...]``.
 
-        Keys: interval=MS (default 50), addr=C0:11:22:33:44:55 (static random;
+        Keys: interval=MS (default 50), adv_cycle=ON/OFF (advertise ON ms,
+        silent OFF ms, repeated while not connected; ON below the interval is
+        one advertisement), adv_delay=MS (first advertisement after MS),
+        addr=C0:11:22:33:44:55 (static random;
         default derived from index), name_in=adv|shortened|none, short=N
         (shortened name length), conn_update=1, conn_update_delay=MS,
         security_request=1, uuid=0, flags=auto|0|1, init=R,G,B,
@@ -432,6 +439,13 @@ class PeripheralOptions:
         for key, value in pairs:
             if key == "interval":
                 opts.interval_ms = float(value)
+            elif key == "adv_delay":
+                opts.adv_delay_ms = float(value)
+            elif key == "adv_cycle":
+                on, _, off = value.partition("/")
+                opts.adv_cycle = (float(on), float(off))
+                if opts.adv_cycle[0] <= 0 or opts.adv_cycle[1] <= 0:
+                    raise ValueError(f"device spec {spec!r}: adv_cycle=ON/OFF needs two positive times in ms")
             elif key == "addr":
                 opts.address = value.upper()
             elif key == "name_in":
@@ -779,7 +793,15 @@ class LedPeripheral:
         """Power on the device and start advertising."""
         assert self.device is not None
         await self.device.power_on()
-        await self.advertise()
+        if self.opts.adv_delay_ms:
+            self._spawn(self._advertise_later(self.opts.adv_delay_ms))
+        else:
+            await self.advertise()
+
+    async def _advertise_later(self, ms: float) -> None:
+        await asyncio.sleep(ms / 1000)
+        if self.connection is None and not self._stopping:
+            await self.advertise()
 
     async def advertise(self) -> None:
         assert self.device is not None
@@ -799,6 +821,20 @@ class LedPeripheral:
             interval_ms=self.opts.interval_ms,
             adv_data=self.adv_data.hex(),
         )
+        if self.opts.adv_cycle is not None:
+            self._spawn(self._pause_advertising(*self.opts.adv_cycle))
+
+    async def _pause_advertising(self, on_ms: float, off_ms: float) -> None:
+        """adv_cycle: silent after ON ms, advertising again after OFF ms (unless connected)."""
+        assert self.device is not None
+        await asyncio.sleep(on_ms / 1000)
+        if self.connection is not None or self._stopping:
+            return
+        await self.device.stop_advertising()
+        self.emit("advertising_paused", ms=off_ms)
+        await asyncio.sleep(off_ms / 1000)
+        if self.connection is None and not self._stopping:
+            await self.advertise()
 
     async def stop(self) -> None:
         """Disconnect (if connected) so that the central sees a clean end."""

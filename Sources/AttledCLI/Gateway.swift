@@ -101,9 +101,12 @@ final class Gateway {
         stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
         // A connection that completes after its attempt was given up (a
         // controller that kept it pending, as Bumble's does after a cancel):
-        // adopt it when it is a device we want and have no link to.
+        // adopt it when it is a device we want and have no link to. That
+        // includes the device being connected right now: the Central has no
+        // attempt for it yet (it would have taken the completion), so the
+        // scan is still stopping, and tryConnect then makes no second link.
         stack.central.onUnrequestedConnection = { [weak self] c in
-            guard let self, let dev = self.devices[c.peer.address], dev.link == nil, self.connecting !== dev else { return false }
+            guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil else { return false }
             self.log("gateway: \(dev.label): a connection given up earlier completed: adopting it")
             self.linkUp(dev, stack.attach(c))
             return true

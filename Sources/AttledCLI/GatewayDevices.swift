@@ -64,12 +64,17 @@ extension Gateway {
         // One connection attempt at a time, and no scan beside it.
         let scanStop: Future<Void> = stack.central.isScanning ? stack.central.stopScanning() : .done
         scanStop.recover { _ in .done }
-            .flatMap { stack.startConnect(to: dev.address, timeoutMs: 3000, parameters: .oneShot) }
+            .flatMap { () -> Future<Link?> in
+                // A connection given up earlier may have completed while the scan
+                // stopped (adopted by onUnrequestedConnection): no second one.
+                if dev.link != nil { return Future(value: nil) }
+                return stack.startConnect(to: dev.address, timeoutMs: 3000, parameters: .oneShot).map { Optional($0) }
+            }
             .whenComplete { [weak self] r in
                 guard let self else { return }
                 self.connecting = nil
                 switch r {
-                case .success(let link): self.linkUp(dev, link)
+                case .success(let link): if let link { self.linkUp(dev, link) }
                 case .failure(let e):
                     self.noteControllerError(e)
                     if Self.isFull(e), self.linkCount > 0 {

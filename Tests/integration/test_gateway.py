@@ -588,6 +588,41 @@ def test_connect_refused_with_command_disallowed_is_retried(gateway):
     s.stop(signal.SIGINT)
 
 
+def test_stock_controller_keeps_a_cancelled_connect_pending(gateway, world):
+    """The stock Bumble controller's quirk itself, nothing injected: Lamp1 is
+    heard once and falls silent, so the gateway's LE Create Connection stays
+    pending and is cancelled after 3 s, which this controller acknowledges but
+    does not do. Lamp2, switched on then, is refused with Command Disallowed
+    (retried with backoff) until Lamp1 advertises again: the old attempt then
+    completes unasked, and the gateway adopts that link (one connection, not
+    dropped and made again), after which Lamp2 connects too."""
+    s = gateway([], world_args=["--host", "tcp-server:127.0.0.1:0", "--host", "tcp-server:127.0.0.1:0"])
+    air = s.world
+    assert not air.ready["spec_controller"]
+    s.mq.wait_text(GATEWAY_AVAILABILITY, "online")
+
+    def device(spec: str, host: int):
+        return world(devices=[spec], hosts=[], extra_args=["--peripheral-transport", air.bumble_transport(host)])
+
+    lamp1 = device("Lamp1:pycom:init=1,2,3,adv_delay=300,adv_cycle=20/8000", 1)
+    s.gw.wait_line("Lamp1 (C0:11:22:33:44:55): connect failed (could not connect", timeout=15)
+    assert len(lamp1.find({"event": "advertising"})) == 1  # heard once, silent since
+    lamp2 = device("Lamp2:pycom:init=5,5,5,addr=C0:11:22:33:44:66", 2)
+    topic1, topic2 = f"{PREFIX}/{node(lamp1, 'Lamp1')}", f"{PREFIX}/{node(lamp2, 'Lamp2')}"
+    s.gw.wait_line(lambda l: "Lamp2" in l and "Command Disallowed (0x0c)" in l, timeout=10)
+    s.gw.wait_line("Lamp1 (C0:11:22:33:44:55): a connection given up earlier completed: adopting it", timeout=15)
+    s.mq.wait_text(f"{topic1}/availability", "online", timeout=10)
+    s.mq.wait_text(f"{topic2}/availability", "online", timeout=15)
+    assert len(lamp1.find({"event": "connected"})) == 1 and not lamp1.find({"event": "disconnected"})
+
+    ev1, ev2 = lamp1.mark(), lamp2.mark()
+    s.mq.publish(f"{topic1}/set", json.dumps({"state": "ON", "color": {"r": 4, "g": 4, "b": 4}}))
+    s.mq.publish(f"{topic2}/set", json.dumps({"state": "ON", "color": {"r": 6, "g": 6, "b": 6}}))
+    lamp1.wait_event({"event": "state", "device": "Lamp1", "rgb": [4, 4, 4]}, since=ev1)
+    lamp2.wait_event({"event": "state", "device": "Lamp2", "rgb": [6, 6, 6]}, since=ev2)
+    s.stop(signal.SIGINT)
+
+
 def test_partial_command_during_a_write_builds_on_that_write(gateway):
     """A bare ON (or OFF, or brightness alone) arriving while the previous
     command is being written applies on top of that command, not on the
