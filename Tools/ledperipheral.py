@@ -660,6 +660,7 @@ class LedPeripheral:
         self.device: Device | None = None
         self.connection: Connection | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._adv_cycle_task: asyncio.Task | None = None
         self._stopping = False
 
         # Device state
@@ -724,10 +725,11 @@ class LedPeripheral:
                 info["forget_bonds"] = self.opts.forget_bonds
         return info
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- construction ---------------------------------------------------------
     def attach(self, host: Host) -> Device:
@@ -822,7 +824,10 @@ class LedPeripheral:
             adv_data=self.adv_data.hex(),
         )
         if self.opts.adv_cycle is not None:
-            self._spawn(self._pause_advertising(*self.opts.adv_cycle))
+            # One cycle at a time: advertising started again (after a link) restarts it.
+            if self._adv_cycle_task is not None:
+                self._adv_cycle_task.cancel()
+            self._adv_cycle_task = self._spawn(self._pause_advertising(*self.opts.adv_cycle))
 
     async def _pause_advertising(self, on_ms: float, off_ms: float) -> None:
         """adv_cycle: silent after ON ms, advertising again after OFF ms (unless connected)."""
@@ -833,6 +838,7 @@ class LedPeripheral:
         await self.device.stop_advertising()
         self.emit("advertising_paused", ms=off_ms)
         await asyncio.sleep(off_ms / 1000)
+        self._adv_cycle_task = None  # advertise() starts the next cycle
         if self.connection is None and not self._stopping:
             await self.advertise()
 

@@ -57,6 +57,7 @@ final class UIApp {
         self.passive = passive
         self.connectTimeoutMs = connectTimeoutMs
         self.transportName = stack.transport.name
+        watchLateConnections()
     }
 
     /// The UI for a session's options and stack.
@@ -98,6 +99,7 @@ final class UIApp {
                 stack.host.onWake = { [unowned self] in
                     if SignalWatch.takeResized() { self.draw() }
                 }
+                watchLateConnections()
                 status = "controller initialised again"
                 return
             } catch let again as HCIError where Self.isControllerFault(again) {
@@ -139,6 +141,24 @@ final class UIApp {
     /// Paces the retries after failed connection attempts.
     var connectBackoff = Backoff(initialMs: 500, maxMs: 8_000)
 
+    /// The device of the last connection attempt that failed.
+    var gaveUpOn: DeviceAddress?
+    /// A connection to it that completed later, unasked: used instead of connecting again.
+    var adopted: LEConnection?
+
+    /// A controller that keeps a cancelled LE Create Connection pending (stock
+    /// Bumble's do; real ones have the race) completes it when the device
+    /// advertises again: that link to the device we gave up on is taken, not
+    /// dropped (the Central would disconnect it) and made again.
+    func watchLateConnections() {
+        stack.central.onUnrequestedConnection = { [unowned self] c in
+            guard !self.quit, self.link == nil, self.adopted == nil, c.peer.address == self.gaveUpOn?.address else { return false }
+            self.adopted = c
+            self.status = "a connection attempt given up earlier completed: using it"
+            return true
+        }
+    }
+
     /// Waits before scanning again after a failed connection (0.5 s, doubling
     /// to 8 s), still handling keys (q quits).
     func pauseBeforeRetry() throws {
@@ -146,7 +166,7 @@ final class UIApp {
         draw()
         _ = try stack.host.pump(until: Instant.now().adding(ms: ms)) {
             if inputPending { handleInput(); draw() }
-            return quit
+            return quit || adopted != nil
         }
     }
 
@@ -159,32 +179,48 @@ final class UIApp {
         state = .scanning
         draw()
         try central.startScan(active: !passive)
-        let found = try central.waitForDevice(until: .distantFuture, orStop: {
+        let found = adopted == nil ? try central.waitForDevice(until: .distantFuture, orStop: {
             if inputPending { handleInput(); draw() }
-            return quit
-        }, where: { filter.matches($0) })
+            return quit || adopted != nil
+        }, where: { filter.matches($0) }) : nil
         try central.stopScan()
-        guard let d = found, !quit else { return }
-        deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
-        state = .connecting
-        draw()
+        guard !quit else { return }
         let l: Link
-        do {
-            l = try stack.connect(to: d.address, timeoutMs: connectTimeoutMs)
-        } catch let e as GAPError {
-            status = e.description
-            try pauseBeforeRetry()
-            return
-        } catch let e as HCIError {
-            // The controller refused LE Create Connection (Command Disallowed:
-            // stock Bumble controllers keep a cancelled connection pending, and
-            // real ones have the same race). Not fatal: scan again, with backoff.
-            guard case .commandFailed = e else { throw e }
-            status = "the controller refused to connect (\(e)); scanning again"
-            try pauseBeforeRetry()
-            return
+        let d: DiscoveredDevice
+        if let c = adopted {
+            adopted = nil
+            guard c.isConnected, let known = central.devices[c.peer] else {
+                if c.isConnected { _ = central.startDisconnect(c) }
+                return
+            }
+            d = known
+            l = stack.attach(c)
+        } else {
+            guard let f = found else { return }
+            d = f
+            deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
+            state = .connecting
+            draw()
+            do {
+                l = try stack.connect(to: d.address, timeoutMs: connectTimeoutMs)
+            } catch let e as GAPError {
+                gaveUpOn = d.address
+                status = e.description
+                try pauseBeforeRetry()
+                return
+            } catch let e as HCIError {
+                // The controller refused LE Create Connection (Command Disallowed:
+                // stock Bumble controllers keep a cancelled connection pending, and
+                // real ones have the same race). Not fatal: scan again, with backoff.
+                guard case .commandFailed = e else { throw e }
+                status = "the controller refused to connect (\(e)); scanning again"
+                try pauseBeforeRetry()
+                return
+            }
         }
+        deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
         connectBackoff.reset()
+        gaveUpOn = nil
         link = l
         let gatt = l.gatt
         let b = gatt.bearer

@@ -135,6 +135,32 @@ def test_controller_refusing_a_connect_is_not_fatal(world, pane):
     p.wait(lambda t: "EXITED 0" in t)
 
 
+def test_stock_controller_completing_a_cancelled_connect_later(world, pane):
+    # The stock Bumble quirk itself, nothing injected: the device is heard
+    # once and falls silent, so LE Create Connection stays pending; the UI
+    # gives up after --connect-timeout and cancels, which this controller
+    # acknowledges but does not do. When the device advertises again the old
+    # attempt completes unasked: the UI takes that link (one connection, not
+    # dropped and made again), and the sliders work.
+    w = world(devices=["CassarTech:pycom:init=1,2,3,adv_delay=300,adv_cycle=20/6000"])
+    assert not w.ready["spec_controller"]
+    p = pane(["-i", w.transport(), "--name", "CassarTech", "--connect-timeout", "1500"])
+    w.wait_event({"event": "advertising_paused"}, timeout=10)
+    t = p.wait(lambda t: "connected" in t and slider(t, "Blue") == "3", timeout=25)
+    assert "EXITED" not in t
+    # It was heard while silent for 6 s: the first attempt was cancelled and completed later.
+    first = w.find({"event": "advertising"})[0]["t"]
+    connects = w.find({"event": "connected"})
+    assert connects[0]["t"] > first + 5
+    # That late completion is the link in use: taken, not dropped and made again.
+    assert len(connects) == 1 and not w.find({"event": "disconnected"}), w.format_events()
+    mark = w.mark()
+    p.keys("Right")
+    w.wait_event({"event": "state", "device": "CassarTech", "rgb": [2, 2, 3]}, since=mark)
+    p.keys("q")
+    p.wait(lambda t: "EXITED 0" in t)
+
+
 def test_lost_controller_is_reopened_and_the_device_found_again(world, pane):
     # The controller's transport closes under the UI (a dongle unplugged, the
     # TCP peer gone); this controller drops its links when that happens. The
