@@ -395,7 +395,8 @@ test_sudo_sigkill_still_restores() {
 # static attled has no gateway, as Debian has no static libmosquitto.
 # Discovery and availability; a Home Assistant command reaches the LED scaled
 # by brightness and the state follows; the broker killed and restarted: the
-# gateway reconnects and republishes and commands work again; SIGTERM
+# gateway reconnects and republishes and commands work again; the lamp gone
+# and back: unavailable, then online with its state read back; SIGTERM
 # publishes offline, exits 0, and hci0 is up again.
 test_gateway_pycom() {
     adapter_is up
@@ -420,6 +421,15 @@ test_gateway_pycom() {
     mq 10 'attled/{node}/availability' online
     ctl 'mqtt_publish attled/{node}/set {"state":"OFF"}'
     host 10 '{"event":"state","device":"CassarTech","profile":"pycom","rgb":[0,0,0]}'
+    # The lamp goes away (the host replaces the peripheral: same address, 7,8,9
+    # on it): unavailable at once, back online when it advertises again, and
+    # its state read back from the device.
+    ctl mqtt_mark
+    ctl "profile CassarTech:pycom:init=7,8,9"
+    case $CTL_REPLY in ok*) ;; *) fail "the host could not replace the peripheral: $CTL_REPLY" ;; esac
+    mq 10 'attled/{node}/availability' offline
+    mq 20 'attled/{node}/availability' online
+    mq 10 'attled/{node}/state' '{"state":"ON","color":{"r":7,"g":8,"b":9}}'
     ctl mqtt_mark
     kill -TERM "$(cat /tmp/gw.pid)"
     bg_wait gw 10
