@@ -99,7 +99,8 @@ public final class BLEStack {
 
     /// Connects and waits.
     /// - Returns: the link.
-    /// - Throws: `GAPError.connectTimeout` (cancelled after `timeoutMs`),
+    /// - Throws: `GAPError.connectTimeout` (cancelled after `timeoutMs`;
+    ///   `connectCancelUnconfirmed` when the controller never ended the attempt),
     ///   `GAPError.connectFailed`, `HCIError`.
     public func connect(to address: DeviceAddress, timeoutMs: Int = 5000, parameters: ConnectionParameters = .oneShot) throws -> Link {
         attach(try central.connect(to: address, timeoutMs: timeoutMs, parameters: parameters))

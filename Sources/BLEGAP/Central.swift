@@ -40,6 +40,10 @@ public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
     case connectFailed(DeviceAddress, HCIStatus)
     /// The attempt was abandoned (`Central.abortConnects`, or the central closed) before it completed.
     case connectAborted(DeviceAddress)
+    /// No connection within the deadline, and the controller acknowledged LE Create
+    /// Connection Cancel without ending the attempt (no LE Connection Complete):
+    /// it may still connect later, and refuse other connects until then.
+    case connectCancelUnconfirmed(DeviceAddress, ms: Int)
 
     public var description: String {
         switch self {
@@ -49,6 +53,10 @@ public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
             return "connection to \(a) failed: \(st)"
         case let .connectAborted(a):
             return "the connection attempt to \(a) was abandoned"
+        case let .connectCancelUnconfirmed(a, ms):
+            return "could not connect to \(a) within \(ms) ms, and the controller acknowledged LE Create Connection Cancel "
+                + "but never ended the attempt (no LE Connection Complete): it may still connect when the device advertises, "
+                + "and refuse other connections until then (stock Bumble controllers do this; HCI Reset ends it on one that follows the specification)"
         }
     }
 }
@@ -318,7 +326,8 @@ public final class Central {
     /// attempt is cancelled (and a connection that won the race dropped).
     /// - Returns: the connection.
     /// - Throws: `GAPError.connectTimeout` after `timeoutMs` (the attempt
-    ///   cancelled), `GAPError.connectFailed`, `HCIError`.
+    ///   cancelled; `connectCancelUnconfirmed` when the controller acknowledged
+    ///   the cancel but never ended the attempt), `GAPError.connectFailed`, `HCIError`.
     public func connect(to peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters = .oneShot) throws -> LEConnection {
         let f = startConnect(to: peer, timeoutMs: timeoutMs, parameters: parameters)
         do {
@@ -371,7 +380,12 @@ public final class Central {
         a.timer = host.schedule(afterMs: cancelGraceMs) { [weak self] in
             guard let self, a.state == .cancelling else { return }
             self.abandoned.insert(a.peer)
-            self.remove(a, .failure(why))
+            // A deadline whose cancel the controller never completed: say so.
+            if case let GAPError.connectTimeout(p, ms) = why {
+                self.remove(a, .failure(GAPError.connectCancelUnconfirmed(p, ms: ms)))
+            } else {
+                self.remove(a, .failure(why))
+            }
         }
         cancelReasons[ObjectIdentifier(a)] = why
     }

@@ -606,6 +606,7 @@ def test_stock_controller_keeps_a_cancelled_connect_pending(gateway, world):
 
     lamp1 = device("Lamp1:pycom:init=1,2,3,adv_delay=300,adv_cycle=20/8000", 1)
     s.gw.wait_line("Lamp1 (C0:11:22:33:44:55): connect failed (could not connect", timeout=15)
+    assert "never ended the attempt" in s.gw.stderr, s.gw.stderr
     assert len(lamp1.find({"event": "advertising"})) == 1  # heard once, silent since
     lamp2 = device("Lamp2:pycom:init=5,5,5,addr=C0:11:22:33:44:66", 2)
     topic1, topic2 = f"{PREFIX}/{node(lamp1, 'Lamp1')}", f"{PREFIX}/{node(lamp2, 'Lamp2')}"

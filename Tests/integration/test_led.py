@@ -190,7 +190,20 @@ def test_connect_to_absent_address_exits_4(world):
     assert r.returncode == 4, r.stderr
     assert "could not connect to C0:DE:AD:BE:EF:01" in r.stderr
     assert "LE Create Connection Cancel" in r.stderr
+    # This controller ends the cancelled attempt (LE Connection Complete 0x02).
+    assert "never ended the attempt" not in r.stderr
     assert time.monotonic() - t0 < 5
+
+
+def test_connect_cancel_a_stock_controller_never_ends_is_named(world):
+    # Stock Bumble acknowledges LE Create Connection Cancel and keeps the
+    # attempt pending: the error says so (it may connect later, and refuses
+    # other connects until then), same exit code.
+    w = world(devices=["CassarTech:pycom"])
+    assert not w.ready["spec_controller"]
+    r = run_attled(["-i", w.transport(), "--address", "C0:DE:AD:BE:EF:01", "--rgb", "red", "--connect-timeout", "700"])
+    assert r.returncode == 4, r.stderr
+    assert "could not connect to C0:DE:AD:BE:EF:01 (random) within 700 ms, and the controller acknowledged LE Create Connection Cancel but never ended the attempt" in r.stderr, r.stderr
 
 
 def test_att_error_is_named(world):
