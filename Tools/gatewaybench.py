@@ -55,6 +55,7 @@ import paho.mqtt.client as mqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mqttbroker import MOSQUITTO, Broker  # noqa: E402
 from worldproc import WorldProcess, free_port  # noqa: E402
+from attledproc import AttledProcess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_P50_MS, TARGET_P99_MS = 3.0, 10.0
@@ -138,23 +139,19 @@ def node_of(world: TimedWorld) -> str:
     return address.split("/")[0].replace(":", "").lower()
 
 
-def start_attled(attled: str, broker: Broker, work: Path, env: dict) -> Gateway:
+def start_attled(attled: str, broker: Broker, work: Path) -> Gateway:
     world = start_world()
     log = work / "attled-gateway.log"
-    cmd = [attled, "gateway", "-i", world.ready["attled"][0], "--mqtt", f"127.0.0.1:{broker.port}", "--name", "Lamp1",
-           "--no-cache"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if "MQTT: connected" in text and "ready (" in text:
-            return Gateway("attled", world, proc, f"attled/{node_of(world)}/set", log)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    stop_process(proc)
-    world.stop()
-    raise RuntimeError("attled gateway did not get ready:\n" + log.read_text(errors="replace"))
+    gw = AttledProcess(attled, ["gateway", "-i", world.ready["attled"][0], "--mqtt", f"127.0.0.1:{broker.port}",
+                                "--name", "Lamp1", "--no-cache"], log=log, stdout=False, home=work / "attled-home")
+    try:
+        gw.wait_line("MQTT: connected", timeout=30)
+        gw.wait_line("ready (", timeout=30)
+    except AssertionError as e:
+        gw.kill()
+        world.stop()
+        raise RuntimeError(f"attled gateway did not get ready: {e}") from None
+    return Gateway("attled", world, gw.p, f"attled/{node_of(world)}/set", log)
 
 
 def start_reference(broker: Broker, work: Path, env: dict) -> Gateway:
@@ -291,8 +288,6 @@ def run(args: argparse.Namespace, figures: dict) -> int:
         return 1
     work = Path(tempfile.mkdtemp(prefix="attled-gwbench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUMBLE_")}
-    env["XDG_CACHE_HOME"] = str(work / "cache")
-    env["XDG_STATE_HOME"] = str(work / "state")
     broker: Broker | None = None
     pub: Publisher | None = None
     gws: list[Gateway] = []
@@ -300,7 +295,7 @@ def run(args: argparse.Namespace, figures: dict) -> int:
     try:
         broker = Broker(work, nodelay=not args.broker_nagle, log=False)
         broker.start()
-        gws.append(start_attled(args.attled, broker, work, env))
+        gws.append(start_attled(args.attled, broker, work))
         gws.append(start_reference(broker, work, env))
         pub = Publisher(broker.port)
         for g in gws:

@@ -47,7 +47,6 @@ import random
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -57,7 +56,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worldproc import WorldProcess  # noqa: E402
-from mqttbroker import Broker, Msg  # noqa: E402
+from mqttbroker import Broker, Msg, Watcher  # noqa: E402
+from attledproc import AttledProcess  # noqa: E402
 
 import paho.mqtt.client as mqtt  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
@@ -133,81 +133,6 @@ def random_light_command(rng: random.Random, full: bool = False) -> dict:
 # -----------------------------------------------------------------------------
 # Processes
 # -----------------------------------------------------------------------------
-class Client:
-    """paho-mqtt: publishes the commands and records everything under attled/."""
-
-    def __init__(self, port: int, client_id: str):
-        self.messages: list[Msg] = []
-        self.cond = threading.Condition()
-        self.connects = 0
-        self.connected = False
-        self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311)
-        self.c.max_inflight_messages_set(100)
-        self.c.reconnect_delay_set(min_delay=0.1, max_delay=0.5)
-        self.c.on_connect = self._on_connect
-        self.c.on_disconnect = self._on_disconnect
-        self.c.on_message = self._on_message
-        self.c.connect("127.0.0.1", port, keepalive=30)
-        self.c.loop_start()
-        self.wait_connected(10)
-
-    def _on_connect(self, client, userdata, flags, reason_code, properties):
-        if reason_code.is_failure:
-            return
-        client.subscribe(f"{PREFIX}/#", qos=1)
-        with self.cond:
-            self.connects += 1
-            self.connected = True
-            self.cond.notify_all()
-
-    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
-        with self.cond:
-            self.connected = False
-            self.cond.notify_all()
-
-    def _on_message(self, client, userdata, message):
-        with self.cond:
-            self.messages.append(Msg(time.monotonic(), message.topic, bytes(message.payload)))
-            self.cond.notify_all()
-
-    def wait_connected(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not self.connected:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cond.wait(left)
-        return True
-
-    def mark(self) -> int:
-        with self.cond:
-            return len(self.messages)
-
-    def find(self, topic_: str, since: int = 0) -> list[Msg]:
-        with self.cond:
-            return [m for m in self.messages[since:] if m.topic == topic_]
-
-    def wait(self, topic_: str, pred, since: int = 0, timeout: float = 10) -> Msg | None:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for m in self.messages[since:]:
-                    if m.topic == topic_ and pred(m):
-                        return m
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self.cond.wait(left)
-
-    def publish(self, topic_: str, payload: str) -> mqtt.MQTTMessageInfo:
-        return self.c.publish(topic_, payload, qos=1)
-
-    def close(self) -> None:
-        self.c.disconnect()
-        self.c.loop_stop()
-
-
 def retained(port: int, topics: list[str], timeout: float = 5) -> dict[str, str]:
     """What a fresh client gets as retained on ``topics``."""
     got: dict[str, str] = {}
@@ -234,72 +159,6 @@ def retained(port: int, topics: list[str], timeout: float = 5) -> dict[str, str]
     c.disconnect()
     c.loop_stop()
     return got
-
-
-class Gateway:
-    def __init__(self, attled: str, transport: str, port: int, workdir: Path, extra: list[str]):
-        home = workdir / "gwhome"
-        env = {**os.environ, "XDG_CACHE_HOME": f"{home}/cache", "XDG_STATE_HOME": f"{home}/state"}
-        self.args = [attled, "gateway", "-i", transport, "--mqtt", f"127.0.0.1:{port}", *extra]
-        self.log = workdir / "gateway.log"
-        self.lines: list[tuple[float, str]] = []
-        self.cond = threading.Condition()
-        self.p = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True, env=env)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.p.stderr is not None
-        with open(self.log, "w") as f:
-            for line in self.p.stderr:
-                f.write(line)
-                with self.cond:
-                    self.lines.append((time.monotonic(), line.rstrip("\n")))
-                    self.cond.notify_all()
-
-    def count(self, text: str) -> int:
-        with self.cond:
-            return sum(text in line for _, line in self.lines)
-
-    def wait_line(self, text: str, after: float, timeout: float) -> float | None:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for t, line in self.lines:
-                    if t >= after and text in line:
-                        return t
-                left = deadline - time.monotonic()
-                if left <= 0 or self.p.poll() is not None:
-                    return None
-                self.cond.wait(min(left, 0.2))
-
-    def rss_kb(self) -> int | None:
-        try:
-            for line in Path(f"/proc/{self.p.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        except OSError:
-            return None
-        return None
-
-    def fds(self) -> int | None:
-        try:
-            return len(os.listdir(f"/proc/{self.p.pid}/fd"))
-        except OSError:
-            return None
-
-    def stop(self) -> int:
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            code = self.p.wait(10)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            code = -9
-        self.reader.join(5)
-        return code
 
 
 class Device:
@@ -382,8 +241,8 @@ def main() -> int:
                        lifetime=3600)
     broker = Broker(workdir)
     devices: dict[str, Device] = {}
-    gw: Gateway | None = None
-    client: Client | None = None
+    gw: AttledProcess | None = None
+    client: Watcher | None = None
     rss: list[tuple[float, int]] = []
     sampling = threading.Event()
     t_start = time.monotonic()
@@ -402,14 +261,23 @@ def main() -> int:
             devices[name] = Device(name, profile, address, "tcp-client:" + spec[len("tcp:"):])
             devices[name].start()
         broker.start()
-        client = Client(broker.port, f"gwsoak-{os.getpid()}")
-        gw = Gateway(args.attled, attled_transport, broker.port, workdir, args.gateway_arg)
+        client = Watcher(broker.port, topics=f"{PREFIX}/#")
+        gw = AttledProcess(args.attled, ["gateway", "-i", attled_transport, "--mqtt", f"127.0.0.1:{broker.port}",
+                                         *args.gateway_arg], log=workdir / "gateway.log", stdout=False,
+                           home=workdir / "gwhome")
+
+        def wait_msg(topic_: str, pred, since: int, timeout: float) -> Msg | None:
+            """The message, or None at the deadline (the soak records a failure and goes on)."""
+            try:
+                return client.wait(topic_, pred, since, timeout)
+            except AssertionError:
+                return None
 
         def all_online(since: int, timeout: float) -> float | None:
             """Every device's availability 'online' from message index ``since``; the time of the last."""
             last = 0.0
             for name, _, _ in DEVICES:
-                m = client.wait(topic(name, "availability"), lambda m: m.text == "online", since, timeout)
+                m = wait_msg(topic(name, "availability"), lambda m: m.text == "online", since, timeout)
                 if m is None:
                     return None
                 last = max(last, m.at)
@@ -452,7 +320,7 @@ def main() -> int:
                 m = client.mark()
                 started = d.start()
                 last_restart[0] = max(last_restart[0], started)
-                on = client.wait(topic(name, "availability"), lambda x: x.text == "online", m, 60)
+                on = wait_msg(topic(name, "availability"), lambda x: x.text == "online", m, 60)
                 fig.device_restarts.append({"device": name, "signal": "KILL" if kill else "TERM",
                                             "at_s": round(at - t_start, 2), "down_s": round(down, 2),
                                             "reconnect_s": round(on.at - started, 3) if on else None})
@@ -467,7 +335,7 @@ def main() -> int:
                 broker.start()
                 started = time.monotonic()
                 last_restart[0] = max(last_restart[0], started)
-                t = gw.wait_line("MQTT: connected to", started, 60)
+                t = gw.line_time("MQTT: connected to", started, 60)
                 fig.broker_restarts.append({"at_s": round(at - t_start, 2), "down_s": round(down, 2),
                                             "reconnect_s": round(t - started, 3) if t else None})
                 if t is None:
@@ -478,7 +346,7 @@ def main() -> int:
         rate = args.n / args.duration
 
         def send(name: str, payload: str, leaf: str) -> None:
-            info = client.publish(topic(name, leaf), payload)
+            info = client.c.publish(topic(name, leaf), payload, qos=1)  # not waiting for its PUBACK
             fig.commands += 1
             if fig.commands % 1000 == 0:
                 print(f"gatewaysoak: {fig.commands} commands, {time.monotonic() - t_start:.0f} s, "
@@ -586,8 +454,8 @@ def main() -> int:
             last_state = d.world.wait_for(lambda e, n=name: e.get("event") == "state" and e.get("device") == n,
                                           1, since=marks[name])
             got_dev = last_state.get("rgb") if last_state else None
-            st = client.wait(topic(name, "state"), lambda m, w=want: json.loads(m.payload) == w.state, mark, 10)
-            states = [json.loads(m.payload) for m in client.find(topic(name, "state"), mark)]
+            st = wait_msg(topic(name, "state"), lambda m, w=want: json.loads(m.payload) == w.state, mark, 10)
+            states = [json.loads(m.payload) for m in client.find(topic(name, "state"), since=mark)]
             # The states published are, in order, a subsequence of the expected ones.
             exp = [x.state for x in expected[name]]
             j, ordered, unexpected = 0, True, None
@@ -668,7 +536,7 @@ def main() -> int:
         fig.gateway_log["lines"] = len(gw.lines)
         fig.final["stream_s"] = round(stream_end - t_stream, 1)
         fig.final["chaos_phase_s"] = round(chaos_end - t_stream, 1)
-        code = gw.stop()
+        code = gw.stop(signal.SIGTERM)
         if code != 0:
             fail(f"attled gateway exited {code} on SIGTERM")
     except Exception as e:  # noqa: BLE001
@@ -678,9 +546,8 @@ def main() -> int:
         # Every world's events, for the post-mortem (the work directory is kept on failure).
         for w, label in [(air, "air")] + [(w, f"{d.name}-{i}") for d in devices.values() for i, w in enumerate(d.worlds)]:
             (workdir / f"events-{label}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in w.events))
-        if gw is not None and gw.p.poll() is None:
-            gw.p.kill()
-            gw.p.wait(5)
+        if gw is not None:
+            gw.kill()
         if client is not None:
             client.close()
         for d in devices.values():

@@ -101,13 +101,17 @@ class Msg:
 
 # -----------------------------------------------------------------------------
 class Watcher:
-    """paho-mqtt (callback API 2, MQTT 5) subscribed to ``#``; every message kept, in order."""
+    """paho-mqtt (callback API 2, MQTT 5) subscribed to ``topics`` (default ``#``);
+    every message kept, in order. Up to 100 QoS 1 publishes in flight (the
+    soak's bursts go through ``c.publish`` without waiting for each PUBACK)."""
 
-    def __init__(self, port: int, ca: Path | None = None, auth: tuple[str, str] | None = None):
+    def __init__(self, port: int, ca: Path | None = None, auth: tuple[str, str] | None = None, topics: str = "#"):
         """Connects (over TLS with the CA ``ca``, with ``auth`` = user, password, when given)."""
         self.messages: list[Msg] = []
         self.cond = threading.Condition()
         self.connects = 0
+        self.connected = False
+        self.topics = topics
         self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gwtest-{os.getpid()}-{port}",
                              protocol=mqtt.MQTTv5)
         if ca is not None:
@@ -115,7 +119,9 @@ class Watcher:
         if auth is not None:
             self.c.username_pw_set(*auth)
         self.c.reconnect_delay_set(min_delay=0.1, max_delay=0.5)
+        self.c.max_inflight_messages_set(100)
         self.c.on_connect = self._on_connect
+        self.c.on_disconnect = self._on_disconnect
         self.c.on_message = self._on_message
         self.c.connect("127.0.0.1", port, keepalive=30)
         self.c.loop_start()
@@ -125,9 +131,15 @@ class Watcher:
         if reason_code.is_failure:
             return
         # retainAsPublished: the retain flag as the gateway set it, also on live messages.
-        client.subscribe("#", options=SubscribeOptions(qos=1, retainAsPublished=True))
+        client.subscribe(self.topics, options=SubscribeOptions(qos=1, retainAsPublished=True))
         with self.cond:
             self.connects += 1
+            self.connected = True
+            self.cond.notify_all()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        with self.cond:
+            self.connected = False
             self.cond.notify_all()
 
     def _on_message(self, client, userdata, message):
@@ -170,6 +182,17 @@ class Watcher:
                 left = deadline - time.monotonic()
                 assert left > 0, f"the test's MQTT client did not reconnect ({self.connects} connects)"
                 self.cond.wait(left)
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Until connected (again); False at the deadline."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not self.connected:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
 
     def publish(self, topic: str, payload: str | bytes, retain: bool = False) -> None:
         info = self.c.publish(topic, payload, qos=1, retain=retain)

@@ -53,11 +53,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -66,6 +64,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tools"))
 from worldproc import VWORLD, WorldProcess  # noqa: E402,F401  (Tools/ is not a package; VWORLD for the tests)
+from attledproc import AttledProcess  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS = REPO_ROOT / "Tools"
@@ -311,85 +310,9 @@ def _run_bumble_central_fixture():
     return run_bumble_central
 
 
-class Running:
-    """attled in the background; stderr collected line by line as it comes.
-    It has a GATT/address cache and a bond directory of its own, as
-    conftest.run_attled gives."""
+class Running(AttledProcess):
+    """attled (ATTLED_BIN) in the background, with a GATT/address cache and a
+    bond directory of its own, as run_attled gives (Tools/attledproc.py)."""
 
     def __init__(self, args: list[str]):
-        self.home = tempfile.mkdtemp(prefix="attled-run-", dir="/tmp")
-        env = {**os.environ, "XDG_CACHE_HOME": f"{self.home}/cache", "XDG_STATE_HOME": f"{self.home}/state"}
-        self.args = [str(ATTLED), *args]
-        self.p = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: list[str] = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.p.stderr is not None
-        for line in self.p.stderr:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-
-    @property
-    def stderr(self) -> str:
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def mark(self) -> int:
-        """Index of the next stderr line (for ``since``)."""
-        with self.cond:
-            return len(self.lines)
-
-    def count(self, text: str, since: int = 0) -> int:
-        with self.cond:
-            return sum(text in line for line in self.lines[since:])
-
-    def wait_line(self, text, timeout: float = 10, since: int = 0, count: int = 1) -> str:
-        """The ``count``-th line from index ``since`` containing ``text`` (or
-        for which ``text(line)`` is true); fails at the deadline or when attled exits."""
-        test = text if callable(text) else (lambda line: text in line)
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                found = [line for line in self.lines[since:] if test(line)]
-                if len(found) >= count:
-                    return found[count - 1]
-                left = deadline - time.monotonic()
-                if left <= 0 or self.p.poll() is not None:
-                    raise AssertionError(f"no{' ' + str(count) if count > 1 else ''} line containing {text!r} "
-                                         f"(exit {self.p.poll()}):\n" + "\n".join(self.lines[-60:]))
-                self.cond.wait(min(left, 0.2))
-
-    def _exit_code(self, timeout: float, after: str) -> int:
-        """Waits for the exit (SIGKILL and a failure ``timeout`` s ``after`` ...); stderr read to its end."""
-        try:
-            code = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise AssertionError(f"attled still running {timeout} s after {after}:\n{self.stderr}") from None
-        self.reader.join(5)
-        return code
-
-    def finish(self, timeout: float = 10) -> int:
-        """Waits for attled to exit by itself; its exit code."""
-        code = self._exit_code(timeout, "the fault")
-        shutil.rmtree(self.home, ignore_errors=True)
-        return code
-
-    def stop(self, sig: int = signal.SIGINT, timeout: float = 10) -> int:
-        """Sends ``sig`` and waits for the exit; its exit code."""
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        return self._exit_code(timeout, f"signal {sig}")
-
-    def kill(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(5)
-        self.reader.join(5)
-        shutil.rmtree(self.home, ignore_errors=True)
+        super().__init__(ATTLED, args)
