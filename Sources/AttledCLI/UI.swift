@@ -185,20 +185,25 @@ final class UIApp {
         }, where: { filter.matches($0) }) : nil
         try central.stopScan()
         guard !quit else { return }
-        let l: Link
+        // The device: the one heard, or the one whose late connection was taken.
         let d: DiscoveredDevice
-        if let c = adopted {
-            adopted = nil
+        let late = adopted
+        adopted = nil
+        if let c = late {
             guard c.isConnected, let known = central.devices[c.peer] else {
                 if c.isConnected { _ = central.startDisconnect(c) }
                 return
             }
             d = known
-            l = stack.attach(c)
         } else {
             guard let f = found else { return }
             d = f
-            deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
+        }
+        deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
+        let l: Link
+        if let c = late {
+            l = stack.attach(c)
+        } else {
             state = .connecting
             draw()
             do {
@@ -218,7 +223,6 @@ final class UIApp {
                 return
             }
         }
-        deviceLine = "\(d.name ?? "(no name)")  \(d.address)  RSSI \(d.rssi) dBm"
         connectBackoff.reset()
         gaveUpOn = nil
         link = l
