@@ -80,14 +80,17 @@ public struct BondStore: Sendable {
         return names.sorted().compactMap { load(path: directory + "/" + $0) }
     }
 
-    /// The bond for the peer at `address`: by identity, else by resolving a
-    /// private address with each stored IRK.
+    /// The bond for the peer at `address`, however the device shows up: filed
+    /// under that identity address; else a bond whose peer paired from (or was
+    /// last seen at) that address, as when a device advertises from a static
+    /// random address but distributed its public address as identity; else
+    /// one whose IRK resolves a resolvable private address.
     public func bond(for address: DeviceAddress) -> Bond? {
         if let b = load(path: path(address)) { return b }
-        // Only a resolvable private address can belong to a bond filed under
-        // another address: no directory scan for any other.
-        guard address.type.isRandom, address.address.randomKind == "resolvable" else { return nil }
-        return all().first { $0.matches(address) }
+        let all = all()
+        func same(_ a: DeviceAddress) -> Bool { a.address == address.address && a.type.isRandom == address.type.isRandom }
+        if let b = all.first(where: { same($0.identity) || same($0.lastAddress) }) { return b }
+        return all.first { $0.matches(address) }
     }
 
     /// Saves (or replaces) a bond.
@@ -130,6 +133,26 @@ public struct BondStore: Sendable {
             try writeAtomically(p, Array((SMPSecret(irk).revealedHex + "\n").utf8))
         } catch { return nil }
         return LocalIdentity(irk: SMPSecret(irk), address: address)
+    }
+
+    /// Our own static random address, for a controller that has no public
+    /// address: made once (Core Vol 6 Part B 1.3.2.1) and kept in
+    /// `local-address` (mode 0600) beside the local IRK, so every run shows
+    /// the devices the identity they bonded with.
+    /// - Returns: nil when it cannot be stored (the run then makes one up for itself).
+    public func localStaticAddress(make: () -> BDAddress) -> BDAddress? {
+        let p = directory + "/local-address"
+        if let raw = FileDescriptor.readFile(p, limit: 64),
+           let line = String(decoding: raw, as: UTF8.self).split(separator: "\n").first,
+           let a = BDAddress(String(line)), a.randomKind == "static" {
+            return a
+        }
+        let a = make()
+        do {
+            try makeDirectory()
+            try writeAtomically(p, Array((a.description + "\n").utf8))
+        } catch { return nil }
+        return a
     }
 
     // MARK: files

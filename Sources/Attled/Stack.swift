@@ -42,10 +42,11 @@ public final class BLEStack {
     ///   - observers: packet taps (a tracer, a btsnoop writer).
     /// - Returns: a ready stack.
     /// - Throws: `TransportError` (cannot open), `HCIError` (initialisation failed).
-    public static func open(_ spec: String, wake: Wake = .none, observers: [PacketObserver] = []) throws -> BLEStack {
+    public static func open(_ spec: String, wake: Wake = .none, observers: [PacketObserver] = [],
+                            ownAddress: BDAddress? = nil, identity: BondStore? = nil) throws -> BLEStack {
         let t = try TransportSpec.parse(spec).open()
         do {
-            return try BLEStack(transport: t, wake: wake, observers: observers)
+            return try BLEStack(transport: t, wake: wake, observers: observers, ownAddress: ownAddress, identity: identity)
         } catch {
             t.close()
             throw error
@@ -54,14 +55,21 @@ public final class BLEStack {
 
     /// Initialises the controller behind an open transport (HCI Reset and the
     /// init sequence; a static random address when it has no public one).
-    /// - Parameters: see `open`.
+    /// - Parameters:
+    ///   - ownAddress: a static random address to use whatever the controller has.
+    ///   - identity: where our own static random address is kept across runs
+    ///     (for a controller with neither a public nor a static address of its
+    ///     own); nil: a new one for every run, which bonded devices will not recognise.
+    ///   - others: see `open`.
     /// - Throws: `HCIError`.
-    public init(transport: HCITransport, wake: Wake = .none, observers: [PacketObserver] = []) throws {
+    public init(transport: HCITransport, wake: Wake = .none, observers: [PacketObserver] = [],
+                ownAddress: BDAddress? = nil, identity: BondStore? = nil) throws {
         self.transport = transport
         let h = HCIHost(transport: transport, wake: wake)
         h.observers = observers
         host = h
-        info = try h.initialize()
+        info = try h.initialize(randomAddress: ownAddress,
+                                storedAddress: identity.map { store in { store.localStaticAddress(make: HCIHost.makeStaticRandomAddress) } })
         central = Central(host: h, info: info)
     }
 

@@ -65,6 +65,9 @@ public struct Options: Sendable {
     public var traceKeys = false
     /// `bonds --remove ADDR`.
     public var removeBond: DeviceAddress? = nil
+    /// `--own-address`: our static random address, instead of the controller's
+    /// public address or the identity kept under the state directory.
+    public var ownAddress: BDAddress? = nil
     /// gateway: `--mqtt HOST[:PORT]`.
     public var mqttHost = ""
     public var mqttPort = 1883
@@ -89,7 +92,7 @@ public struct UsageError: Error, Equatable, Sendable {
 /// What `--char` names: an attribute handle, a characteristic UUID, or one
 /// of an RGB profile's colours.
 public enum CharacteristicRef: Equatable, Sendable, CustomStringConvertible {
-    /// `0xHHHH`: exactly 0x and four hex digits.
+    /// `0xH` to `0xHHHH`: 0x and one to four hex digits (as gatttool reads them).
     case handle(UInt16)
     /// A 16-bit (2a37) or 128-bit UUID.
     case uuid(BluetoothUUID)
@@ -100,7 +103,8 @@ public enum CharacteristicRef: Equatable, Sendable, CustomStringConvertible {
     /// - Throws: `UsageError` naming the accepted forms.
     public static func parse(_ v: String) throws -> CharacteristicRef {
         if let i = ["red", "green", "blue"].firstIndex(of: v.lowercased()) { return .colour(i) }
-        if v.count == 6, v.lowercased().hasPrefix("0x"), let h = UInt16(v.dropFirst(2), radix: 16) {
+        let digits = v.dropFirst(2)
+        if v.lowercased().hasPrefix("0x"), (1...4).contains(digits.count), digits.allSatisfy(\.isHexDigit), let h = UInt16(digits, radix: 16) {
             guard h != 0 else { throw UsageError("--char: handle 0x0000 is not a valid attribute handle") }
             return .handle(h)
         }
@@ -168,7 +172,7 @@ public enum Usage {
       --value HEX            bytes for send/write, up to 512 (01, 0x0103, "01 03")
       --without-response     write: use Write Command
       --values               gatt: read every readable characteristic and descriptor
-      --char C               0xHHHH (a handle), a UUID (2a37 or 128-bit), or red|green|blue;
+      --char C               0x10 or 0x0010 (a handle, 1-4 hex digits), a UUID (2a37 or 128-bit), or red|green|blue;
                              for read/write/listen on any device, send/get on an LED (default:
                              the profile's); --service UUID narrows a UUID to that service
       --count N              listen: stop after N notifications
@@ -178,6 +182,8 @@ public enum Usage {
       --connect-timeout MS   deadline for connecting (default 5000)
       --att-timeout MS       deadline per ATT transaction (default 3000)
       --no-cache             do not use or update the GATT/address cache
+      --own-address ADDR     our static random address (default: the controller's public
+                             address, else one made once and kept with the bonds)
       --trust-cache          skip the Database Hash check of cached handles (saves a round trip)
       --pair                 pair (or encrypt with the stored bond) before anything else
       --no-pair              never pair; by default attled pairs (LE Secure Connections, Just
@@ -319,6 +325,12 @@ extension Options {
             case "--passive": o.passive = true
             case "--extended": o.extendedScan = true
             case "--no-cache": o.noCache = true
+            case "--own-address":
+                let v = try value(flag, inline)
+                guard let a = BDAddress(v), a.randomKind == "static" else {
+                    throw UsageError("--own-address: '\(v)' is not a static random address (6 bytes, the first hex digit C-F: C0:11:22:33:44:55)")
+                }
+                o.ownAddress = a
             case "--trust-cache": o.trustCache = true
             case "--json": o.json = true
             case "-q", "--quiet": o.quiet = true

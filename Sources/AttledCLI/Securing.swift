@@ -59,7 +59,13 @@ final class Securer {
 
     private func encrypt(_ link: Link, _ bond: Bond) -> Future<Void> {
         report.begin(.encrypt)
-        return link.security.startEncryption(bond.longTermKey).map { [report] in
+        return link.security.startEncryption(bond.longTermKey).map { [report, store] in
+            // Seen at another address (found by identity or IRK): remember it, so it is found there at once.
+            if bond.lastAddress != link.peer {
+                var moved = bond
+                moved.lastAddress = link.peer
+                try? store?.save(moved)
+            }
             report.done("with the stored bond (\(bond.longTermKey.secureConnections ? "LE Secure Connections" : "LE legacy"), key size \(bond.longTermKey.keySize))")
         }.recover { [report] e -> Future<Void> in
             report.end()

@@ -175,7 +175,7 @@ final class Session {
         let i = try makeStack(t).info
         if opts.trace != .off {
             let v = i.version.map { "Bluetooth \(LocalVersion.coreVersionName($0.hciVersion)), manufacturer 0x\(Hex.int($0.manufacturer, width: 4))" } ?? "version unknown"
-            progress("controller on \(t.name): \(v), own address \(i.ownAddress), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
+            progress("controller on \(t.name): \(v), own address \(i.ownAddress) (\(i.ownAddressSource.rawValue)), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
         }
         report.end()
     }
@@ -250,7 +250,7 @@ final class Session {
     @discardableResult
     func makeStack(_ t: HCITransport) throws -> BLEStack {
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers)
+        let st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers, ownAddress: opts.ownAddress, identity: bonds)
         st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
         transport = t
         stack = st

@@ -8,6 +8,8 @@ public struct ControllerInfo: Sendable {
     /// The address and type attled uses as its own: the public address, or a
     /// static random address when Read BD_ADDR returned all zeros.
     public var ownAddress: DeviceAddress = DeviceAddress(.zero, .public)
+    /// Where `ownAddress` came from.
+    public var ownAddressSource: OwnAddressSource = .publicAddress
     public var supportedCommands: [UInt8] = []
     public var features: UInt64 = 0
     public var leFeatures: UInt64 = 0
@@ -24,6 +26,44 @@ public struct ControllerInfo: Sendable {
     public var hasExtendedAdvertising: Bool { leFeatures & (1 << 12) != 0 }
 }
 
+/// Where the host's own address came from (the trace's "own address" line says it).
+public enum OwnAddressSource: String, Sendable {
+    /// The controller's public address (Read BD_ADDR).
+    case publicAddress = "public"
+    /// Given by the caller (`--own-address`).
+    case given = "given"
+    /// The controller's own static address (Zephyr's vendor Read Static Addresses).
+    case controllerStatic = "controller's static address"
+    /// The static random address kept under the state directory (made once).
+    case stored = "stored identity"
+    /// Made up for this run only.
+    case generated = "made for this run"
+}
+
+/// Zephyr's vendor HCI commands (Zephyr include/zephyr/bluetooth/hci_vs.h),
+/// sent only to a controller whose Read Local Version Information names the
+/// Linux Foundation (company 0x05F1), as Zephyr's own host does.
+public enum ZephyrVendor {
+    /// Company identifier of Zephyr's controller (The Linux Foundation).
+    public static let manufacturer: UInt16 = 0x05F1
+    /// Zephyr Read Supported Commands: status, 64 octets of command bits.
+    public static let readSupportedCommands = HCIOpcode(rawValue: 0xFC02)
+    /// Zephyr Read Static Addresses: status, count, then per address BD_ADDR (6) and IR (16).
+    public static let readStaticAddresses = HCIOpcode(rawValue: 0xFC09)
+
+    /// Whether the vendor command bits list Read Static Addresses (bit 8: octet 1, bit 0).
+    public static func listsReadStaticAddresses(_ rp: [UInt8]) -> Bool { rp.count >= 3 && rp[2] & 0x01 != 0 }
+
+    /// The first static random address in a Read Static Addresses reply, if any.
+    public static func firstStaticAddress(_ rp: [UInt8]) -> BDAddress? {
+        var r = ByteReader(rp)
+        guard (try? r.u8("Status")) == 0, let n = try? r.u8("Num_Addresses"), n > 0,
+              let raw = try? r.bytes(6, "BD_ADDR") else { return nil }
+        let a = BDAddress(wire: raw)
+        return a.randomKind == "static" ? a : nil
+    }
+}
+
 extension HCIHost {
     /// The controller initialisation sequence (PROTOCOL.md "Initialisation"):
     /// Reset, Read Local Version Information, Read Local Supported Commands,
@@ -35,7 +75,11 @@ extension HCIHost {
     /// - Throws: `HCIError` when a required command fails or times out, or the
     ///   transport fails; `WireError` when LE Read Buffer Size or Read Buffer Size
     ///   returns parameters too short to decode.
-    public func initialize(randomAddress: BDAddress? = nil) throws -> ControllerInfo {
+    ///   - randomAddress: a static random address to use whatever the controller has (`--own-address`).
+    ///   - storedAddress: when the controller has neither a public nor a static
+    ///     address of its own: the host's kept identity (made and stored on the
+    ///     first call); nil makes one up for this run.
+    public func initialize(randomAddress: BDAddress? = nil, storedAddress: (() -> BDAddress?)? = nil) throws -> ControllerInfo {
         var info = ControllerInfo()
         try execute(.reset, timeoutMs: max(commandTimeoutMs, 3000))
         if let rp = try? execute(.readLocalVersion) { info.version = try? LocalVersion.decode(rp) }
@@ -60,14 +104,30 @@ extension HCIHost {
         if let fixed = randomAddress {
             try execute(.leSetRandomAddress(fixed))
             info.ownAddress = DeviceAddress(fixed, .random)
+            info.ownAddressSource = .given
         } else if info.publicAddress.isZero {
-            let a = Self.makeStaticRandomAddress()
+            let (a, source): (BDAddress, OwnAddressSource)
+            if let z = zephyrStaticAddress(info) { (a, source) = (z, .controllerStatic) }
+            else if let kept = storedAddress?() { (a, source) = (kept, .stored) }
+            else { (a, source) = (Self.makeStaticRandomAddress(), .generated) }
             try execute(.leSetRandomAddress(a))
             info.ownAddress = DeviceAddress(a, .random)
+            info.ownAddressSource = source
         } else {
             info.ownAddress = DeviceAddress(info.publicAddress, .public)
         }
         return info
+    }
+
+    /// A Zephyr controller's own static address (kept in its FICR/flash, the
+    /// same on every boot): Read Static Addresses, when its vendor command
+    /// bits list it. Nil for any other controller (nothing is sent to it).
+    private func zephyrStaticAddress(_ info: ControllerInfo) -> BDAddress? {
+        guard info.version?.manufacturer == ZephyrVendor.manufacturer,
+              let cmds = try? execute(HCICommand(ZephyrVendor.readSupportedCommands)),
+              ZephyrVendor.listsReadStaticAddresses(cmds),
+              let rp = try? execute(HCICommand(ZephyrVendor.readStaticAddresses)) else { return nil }
+        return ZephyrVendor.firstStaticAddress(rp)
     }
 
     /// A static random address: two most significant bits 11, the rest random

@@ -72,17 +72,24 @@ public enum LEDOperations {
         return Future(error: GATTError.notPermitted(c.uuid, operation: "writes", properties: c.properties))
     }
 
-    /// Writes red, green and blue (one request per characteristic, queued back
-    /// to back), then waits until Write Commands, if any, were confirmed sent
-    /// by the controller, so disconnecting cannot lose them.
+    /// Writes red, green and blue, then waits until Write Commands, if any,
+    /// were confirmed sent by the controller, so disconnecting cannot lose them.
+    /// Write Commands go out back to back; a Write Request is sent only once
+    /// the previous write succeeded, so when the device refuses the first one
+    /// (Insufficient Encryption: the link must be paired first) nothing else
+    /// has been sent and, after pairing, each value is written exactly once.
+    /// ATT allows one outstanding request per bearer anyway (Core Vol 3 Part F
+    /// 3.3.2), so chaining them costs no round trip.
     /// - Returns: a future of the write types used (true: Write Request).
     public static func startSetColour(_ gatt: GATTClient, _ led: ResolvedLED, _ rgb: RGB) -> Future<Set<Bool>> {
         guard let chars = led.rgb else {
             return Future(error: GATTError.characteristicNotFound(led.profile.requiredCharacteristics.first ?? led.profile.service, service: led.profile.service))
         }
         var kinds = Set<Bool>()
-        let writes = zip(chars, [rgb.r, rgb.g, rgb.b]).map { (c, v) in startWrite(gatt, c, [v]).map { kinds.insert($0) } }
-        return sequentially(writes) { $0.map { _ in } }.flatMap { () -> Future<Set<Bool>> in
+        // A Write Command's future completes as it is queued: the next write follows at once.
+        return sequentially(Array(zip(chars, [rgb.r, rgb.g, rgb.b]))) { (c, v) -> Future<Void> in
+            startWrite(gatt, c, [v]).map { kinds.insert($0); return () }
+        }.flatMap { () -> Future<Set<Bool>> in
             guard kinds.contains(false) else { return Future(value: kinds) }
             return gatt.host.startDrain(handle: gatt.bearer.link.handle).map { kinds }
         }

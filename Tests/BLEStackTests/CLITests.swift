@@ -122,10 +122,14 @@ struct OptionsTests {
     func charForms() throws {
         #expect(try CharacteristicRef.parse("0x002a") == .handle(0x002a))
         #expect(try CharacteristicRef.parse("0X00FF") == .handle(0x00ff))
+        // One to four digits, as gatttool reads a handle.
+        #expect(try CharacteristicRef.parse("0x10") == .handle(0x0010))
+        #expect(try CharacteristicRef.parse("0x2a") == .handle(0x002a))
+        #expect(try CharacteristicRef.parse("0xf") == .handle(0x000f))
         #expect(try CharacteristicRef.parse("2a37") == .uuid(BluetoothUUID(uint16: 0x2a37)))
         #expect(try CharacteristicRef.parse("12345678-1234-1234-1234-123456789abc") == .uuid(BluetoothUUID("12345678-1234-1234-1234-123456789abc")!))
         #expect(try CharacteristicRef.parse("Blue") == .colour(2))
-        for bad in ["0x0000", "0x2a", "0x12345", "xyz", "", "0x"] {
+        for bad in ["0x0000", "0x0", "0x12345", "0x+1", "0x 1", "xyz", "", "0x"] {
             #expect(throws: UsageError.self) { try CharacteristicRef.parse(bad) }
         }
         #expect(CharacteristicRef.handle(0x2a).isGeneric && CharacteristicRef.uuid(BluetoothUUID(uint16: 0x2a37)).isGeneric)

@@ -325,10 +325,10 @@ struct HCIHostObserverTests {
 @Suite("HCI host: initialisation")
 struct HCIHostInitTests {
     /// A controller that answers the initialisation sequence; Read BD_ADDR returns `bdaddr`.
-    static func controller(bdaddr: String, leBuffer: String = "00 1b 00 40") -> ScriptedController {
+    static func controller(bdaddr: String, leBuffer: String = "00 1b 00 40", version: String = "00 0c 34 12 0c 5f 00 78 56") -> ScriptedController {
         let ctl = ScriptedController()
         ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(.reset)])
-        ctl.when(h4("01 01 10 00"), reply: [Ev.complete(.readLocalVersion, hex("00 0c 34 12 0c 5f 00 78 56"))])
+        ctl.when(h4("01 01 10 00"), reply: [Ev.complete(.readLocalVersion, hex(version))])
         ctl.when(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + [UInt8](repeating: 0, count: 37) + [0x60] + [UInt8](repeating: 0, count: 26))])
         ctl.when(h4("01 03 10 00"), reply: [Ev.complete(.readLocalSupportedFeatures, hex("00 00 00 00 00 60 00 00 00"))])
         ctl.when(h4("01 03 20 00"), reply: [Ev.complete(.leReadLocalSupportedFeatures, hex("00 00 10 00 00 00 00 00 00"))])
