@@ -10,11 +10,8 @@ import Testing
 /// (issue: every controller, bonds that last).
 @Suite("Own identity and bond lookup")
 struct IdentityTests {
-    func tempDir() -> String {
-        var t = Array("/tmp/attled-identity-XXXXXX".utf8CString)
-        let p = t.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        return p.map { String(cString: $0) } ?? "/tmp/attled-identity-fallback"
-    }
+    /// A fresh directory (the bond store tests' helper).
+    func tempDir() -> String { BondStoreTests().tempDir() }
 
     /// The initialisation script of HCIHostInitTests with a version reply of our choosing.
     static func controller(bdaddr: String = "00 00 00 00 00 00", version: String = "00 0c 34 12 0c 5f 00 78 56") -> ScriptedController {
