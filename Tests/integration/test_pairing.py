@@ -259,3 +259,31 @@ def test_tshark_decodes_a_pairing_capture_with_nothing_malformed(world, dirs, tm
     d = run_attled(["decode", str(cap)])
     assert d.returncode == 0, d.stderr
     assert "SMP: Pairing Request (0x01)" in d.stdout and not leaks(stored_ltk(dirs), d.stdout)
+
+
+def test_five_runs_on_a_controller_without_public_address_pair_once(world, dirs):
+    """Issue 18: with no public address attled keeps one static random
+    identity (local-address in the state directory), so the device recognises
+    the identity it bonded with: 5 runs, 1 pairing, 5 colours set. The pairing
+    run holds the refused colour's other writes: 4 Write Requests for 3 values."""
+    w = world(devices=[f"{NAME}:pycom:secure=enc"], extra_args=["--zero-host-address"])
+    addresses = set()
+    for i in range(5):
+        rgb = [10 + i, 20, 30]
+        r = attled(w, dirs, "--rgb", ",".join(map(str, rgb)), "--trace")
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"own address ([0-9A-F:]{17}) \(random\) \((stored identity)\)", r.stderr)
+        assert m, r.stderr
+        addresses.add(m.group(1))
+        if i == 0:
+            assert "Insufficient Encryption (0x0f)" in r.stderr
+            sent_writes = r.stderr.count("ATT: Write Request (0x12)")
+            assert sent_writes <= 4, f"{sent_writes} Write Requests for 3 values:\n{r.stderr}"
+        else:
+            assert "SMP: Pairing Request (0x01)" not in r.stderr, r.stderr
+        w.wait_event({"event": "state", "device": NAME, "rgb": rgb})
+    assert len(addresses) == 1, addresses
+    pairings = w.find({"event": "pairing", "device": NAME})
+    assert len(pairings) == 1, pairings
+    mode = os.stat(os.path.join(dirs["XDG_STATE_HOME"], "attled", "local-address")).st_mode
+    assert stat.S_IMODE(mode) == 0o600
