@@ -86,10 +86,10 @@ public struct BondStore: Sendable {
     /// random address but distributed its public address as identity; else
     /// one whose IRK resolves a resolvable private address.
     public func bond(for address: DeviceAddress) -> Bond? {
+        // Filed under this identity (the file name is the identity address and its type).
         if let b = load(path: path(address)) { return b }
         let all = all()
-        func same(_ a: DeviceAddress) -> Bool { a.address == address.address && a.type.isRandom == address.type.isRandom }
-        if let b = all.first(where: { same($0.identity) || same($0.lastAddress) }) { return b }
+        if let b = all.first(where: { $0.lastAddress.address == address.address && $0.lastAddress.type.isRandom == address.type.isRandom }) { return b }
         return all.first { $0.matches(address) }
     }
 

@@ -60,8 +60,11 @@ final class Securer {
     private func encrypt(_ link: Link, _ bond: Bond) -> Future<Void> {
         report.begin(.encrypt)
         return link.security.startEncryption(bond.longTermKey).map { [report, store] in
-            // Seen at another address (found by identity or IRK): remember it, so it is found there at once.
-            if bond.lastAddress != link.peer {
+            // Seen at another public or static address: remember it, so it is
+            // found there at once. A resolvable private address changes every
+            // few minutes and the IRK finds it anyway: no write for it.
+            let isPrivate = link.peer.type.isRandom && link.peer.address.randomKind == "resolvable"
+            if bond.lastAddress != link.peer, !isPrivate {
                 var moved = bond
                 moved.lastAddress = link.peer
                 try? store?.save(moved)

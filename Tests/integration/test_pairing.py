@@ -272,7 +272,7 @@ def test_five_runs_on_a_controller_without_public_address_pair_once(world, dirs)
         rgb = [10 + i, 20, 30]
         r = attled(w, dirs, "--rgb", ",".join(map(str, rgb)), "--trace")
         assert r.returncode == 0, r.stderr
-        m = re.search(r"own address ([0-9A-F:]{17}) \(random\) \((stored identity)\)", r.stderr)
+        m = re.search(r"own address ([0-9A-F:]{17}) \(random\) \(stored identity\)", r.stderr)
         assert m, r.stderr
         addresses.add(m.group(1))
         if i == 0:
