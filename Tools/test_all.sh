@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make test: every suite, each with its own closing line, then one total.
-#   unit (swift test), integration (pytest against Bumble), kernel (qemu VM),
+#   unit (swift test), integration (pytest against Bumble's controllers, and
+#   beside it, at the same time, the scenarios marked for both controllers on
+#   Root Canal: its ~45 ms per command leaves the CPU idle), kernel (qemu VM),
 #   fuzz smoke (every libFuzzer harness for a few seconds, when built).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ count() { # suite-name log exit-code
         p=$(echo "$line" | sed -nE 's/.*Test run with ([0-9]+) tests.*/\1/p'); p=${p:-0}
         f=$(grep -cE "^✘ Test " "$log" || true)
         p=$((p - f)) ;;
-    integration)
+    integration*)
         line=$(grep -E "[0-9]+ (passed|failed)" "$log" | tail -n 1)
         p=$(echo "$line" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || true); p=${p:-0}
         f=$(echo "$line" | grep -oE "[0-9]+ (failed|errors?)" | awk '{s+=$1} END {print s+0}') ;;
@@ -47,7 +49,16 @@ suite() { # name command...
 }
 
 suite unit swift test
-suite integration env ATTLED_BIN="$PWD/.build/debug/attled" "$VPY" -m pytest -q -p no:cacheprovider Tests/integration
+# Root Canal's half in the background, its report after Bumble's.
+integration() { env ATTLED_BIN="$PWD/.build/debug/attled" "$VPY" -m pytest -q -p no:cacheprovider "$@" Tests/integration; }
+integration -k rootcanal >"$LOGS/integration-rootcanal.log" 2>&1 &
+rc_pid=$!
+suite integration-bumble integration -k "not rootcanal"
+wait $rc_pid
+rc_st=$?
+echo "== integration-rootcanal: pytest -k rootcanal Tests/integration (run beside integration-bumble)"
+tail -n 12 "$LOGS/integration-rootcanal.log" | grep -av "^grep: "
+count integration-rootcanal "$LOGS/integration-rootcanal.log" "$rc_st"
 suite kernel Tools/kernelvm/run.sh
 if [ -x Fuzz/run.sh ]; then suite fuzz Fuzz/run.sh smoke; fi
 

@@ -18,6 +18,16 @@ One process, one Bumble LocalLink (the "air"), and on it:
   (``NAME:gattdb:seed=N[,mtu=23,last_ffff=1,...]``), which prints its whole
   database as a "gatt_database" event before "ready" (see gattdb.py).
 
+With ``--controller rootcanal`` the controllers are Android's Root Canal
+instead (rcworld.py): vworld starts a rootcanal process; every --host
+(tcp-server only) and every --device is a client of its HCI port and gets a
+controller of its own there, with a public address that Root Canal picks (the
+ready line's host_addresses are null; a client that leaves frees its address
+for the next). host_connected {"controller":N,"address":A} and
+host_disconnected {"controller":N} follow Root Canal's log for every client
+that is not one of this world's devices. Bumble-only options (host faults,
+legacy reports, snoop, ...) are refused.
+
 Alternatively ``--peripheral-transport SPEC`` attaches the (single) --device
 to an external controller over a Bumble transport (e.g. tcp-client:HOST:PORT).
 
@@ -81,6 +91,7 @@ from bumble.snoop import BtSnooper, Snooper  # noqa: E402
 from bumble.transport import open_transport  # noqa: E402
 from bumble.transport.common import AsyncPipeSink, PacketParser  # noqa: E402
 
+from rcworld import RootCanal  # noqa: E402
 from ledperipheral import (  # noqa: E402
     FAULT_HELP, SECURITY_HELP, LedPeripheral, PeripheralOptions, build_advertising_data, make_peripheral,
 )
@@ -557,6 +568,12 @@ def parse_args(argv=None):
                         help="when a host's socket closes, its controller drops links/scan/connect")
     parser.add_argument("--zero-host-address", action="store_true",
                         help="host controllers keep public address 00:00:00:00:00:00 (Bumble's default)")
+    parser.add_argument("--controller", choices=("bumble", "rootcanal"), default="bumble",
+                        help="whose controllers: Bumble's (in process, default) or Android's Root Canal "
+                        "(a rootcanal process; every --host is a client of its HCI port, see rootcanal.py)")
+    parser.add_argument("--rootcanal-sniffer", action="store_true",
+                        help="Root Canal writes a pcap per controller; its directory is in the ready line "
+                        "and is kept")
     parser.add_argument("--peripheral-transport", metavar="SPEC",
                         help="attach the single --device to an external controller over this transport")
     parser.add_argument("--device-snoop", metavar="PATTERN",
@@ -578,6 +595,16 @@ def parse_args(argv=None):
         parser.error("--peripheral-transport needs exactly one --device")
     if not args.host and not args.device:
         parser.error("nothing to run: give --host and/or --device")
+    if args.controller == "rootcanal":
+        bumble_only = [flag for flag, on in (
+            ("--legacy-reports", args.legacy_reports), ("--spec-controller", args.spec_controller),
+            ("--reset-on-host-close", args.reset_on_host_close), ("--zero-host-address", args.zero_host_address),
+            ("--peripheral-transport", args.peripheral_transport), ("--snoop", args.snoop),
+            ("--host-fault", args.host_fault), ("--stdin-commands", args.stdin_commands)) if on]
+        if bumble_only:
+            parser.error(f"{', '.join(bumble_only)}: only with Bumble's controllers, not --controller rootcanal")
+        if any(not spec.startswith("tcp-server:") for spec in args.host):
+            parser.error("--controller rootcanal: hosts are clients of Root Canal's TCP port (--host tcp-server:...)")
     # Validate device specs (and their advertising data) before starting anything.
     try:
         args.host_faults = [HostFault(text) for text in args.host_fault]
@@ -623,13 +650,40 @@ async def run(args) -> int:
         loop.call_later(args.lifetime, stop.set)
 
     air = Air()
-    hosts.extend(HostPort(i, spec, args, air) for i, spec in enumerate(args.host))
+    rc: RootCanal | None = None
+    if args.controller == "bumble":
+        hosts.extend(HostPort(i, spec, args, air) for i, spec in enumerate(args.host))
     peripherals: list[LedPeripheral] = []
     transports = []
     device_snoop_files: list = []
     try:
         for host in hosts:
             await host.open()
+        if args.controller == "rootcanal":
+            rc = RootCanal(sniffer=args.rootcanal_sniffer, keep=args.rootcanal_sniffer)
+            device_controllers: set[int] = set()
+            host_controllers: set[int] = set()
+
+            def on_controller(index: int, address: str) -> None:
+                # The controllers made while the devices attach are theirs;
+                # any later client of the port is a host (attled, or a device
+                # of another world attached with --peripheral-transport).
+                if len(device_controllers) < len(args.device_options) and not host_controllers:
+                    device_controllers.add(index)
+                else:
+                    host_controllers.add(index)
+                    emit({"event": "host_connected", "controller": index, "address": address})
+
+            def on_closed(index: int) -> None:
+                if index in host_controllers:
+                    host_controllers.discard(index)
+                    emit({"event": "host_disconnected", "controller": index})
+
+            rc.on_controller = on_controller
+            rc.on_closed = on_closed
+            await rc.start()
+            # Each device is a client of the HCI port: a controller of its own.
+            args.peripheral_transport = f"tcp-client:127.0.0.1:{rc.hci_port}"
 
         for opts in args.device_options:
             index = len(peripherals)
@@ -650,16 +704,34 @@ async def run(args) -> int:
             peripheral.attach(device_host)
             peripherals.append(peripheral)
 
-        # Power on and advertise, each with a deadline.
-        for peripheral in peripherals:
-            await asyncio.wait_for(peripheral.start(), 10.0)
+        # Power on and advertise, each with a deadline (on Root Canal all at
+        # once: each one's initialisation costs ~45 ms per command there).
+        if rc is None:
+            for peripheral in peripherals:
+                await asyncio.wait_for(peripheral.start(), 10.0)
+        else:
+            await asyncio.wait_for(asyncio.gather(*(p.start() for p in peripherals)), 20.0)
 
+        if rc is None:
+            host_info = {
+                "hosts": [h.actual_spec for h in hosts],
+                "attled": [h.attled_spec for h in hosts],
+                "host_addresses": [h.public_address for h in hosts],
+            }
+        else:
+            # Root Canal gives each client its own controller and public address
+            # when it connects; vworld cannot know which one a host will get.
+            host_info = {
+                "hosts": [f"tcp-server:127.0.0.1:{rc.hci_port}" for _ in args.host],
+                "attled": [f"tcp:127.0.0.1:{rc.hci_port}" for _ in args.host],
+                "host_addresses": [None for _ in args.host],
+                "rootcanal_dir": str(rc.workdir),
+            }
         emit({
             "event": "ready",
             "pid": os.getpid(),
-            "hosts": [h.actual_spec for h in hosts],
-            "attled": [h.attled_spec for h in hosts],
-            "host_addresses": [h.public_address for h in hosts],
+            "controller": args.controller,
+            **host_info,
             "legacy_reports": bool(args.legacy_reports),
             "spec_controller": bool(args.spec_controller),
             "devices": [p.describe() for p in peripherals],
@@ -680,6 +752,10 @@ async def run(args) -> int:
             await asyncio.wait_for(cleanup(), 3.0)
         except Exception as error:  # noqa: BLE001
             logger.warning("cleanup: %s", error)
+        if rc is not None:
+            tail = rc.log_tail(60)
+            await rc.stop()
+            print(f"--- Root Canal log (tail):\n{tail}", file=sys.stderr)
         for f in device_snoop_files:
             f.close()
         emit({"event": "exit"})

@@ -8,10 +8,11 @@ public enum SecurityError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Pairing ended without keys: the Pairing Failed reason (ours or the
     /// peer's), a failed encryption with the new key, or SMP's 30 s timeout.
     case pairing(PairingFailure)
-    /// Encryption with a stored key failed with 0x06 PIN or Key Missing: the
-    /// peer answered the controller's LTK request negatively, so it has
-    /// forgotten the bond.
-    case keyMissing
+    /// Encryption with a stored key was refused: 0x06 PIN or Key Missing (the
+    /// peer answered the controller's LTK request negatively, Core Vol 6
+    /// Part B 5.1.3.1), or 0x05 Authentication Failure, which Root Canal
+    /// reports for the same refusal. The device has forgotten the bond.
+    case keyMissing(HCIStatus)
     /// Encryption failed with another HCI status.
     case encryption(HCIStatus)
     /// The link went down first.
@@ -23,7 +24,7 @@ public enum SecurityError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .pairing(f): return f.description
-        case .keyMissing: return "the device has forgotten the bond (encryption failed: 0x06 PIN or Key Missing)"
+        case let .keyMissing(s): return "the device has forgotten the bond (encryption failed: \(s))"
         case let .encryption(s): return "encryption failed: \(s)"
         case .disconnected: return "the link went down before encryption completed"
         case .smpUnavailable: return "SMP timed out earlier on this link; reconnect to pair"
@@ -98,8 +99,8 @@ public final class LinkSecurity {
     /// Encrypts the link with a stored key (LE Enable Encryption). A second
     /// call while encrypting returns the same future.
     /// - Returns: a future that succeeds at the Encryption Change (or Key
-    ///   Refresh) and fails with `SecurityError.keyMissing` when the peer has
-    ///   no such key, else `.encryption(status)`.
+    ///   Refresh) and fails with `SecurityError.keyMissing` when the peer
+    ///   refuses the key (0x06, or 0x05 as Root Canal says it), else `.encryption(status)`.
     public func startEncryption(_ key: LongTermKey) -> Future<Void> {
         if let e = encrypting, !e.isComplete { return e }
         let f = Future<Void>()
@@ -107,7 +108,7 @@ public final class LinkSecurity {
         enableEncryption(key) { [weak self] status in
             self?.encrypting = nil
             if status == .success { f.succeed(()) }
-            else if status == .pinOrKeyMissing { f.fail(SecurityError.keyMissing) }
+            else if status == .pinOrKeyMissing || status == .authenticationFailure { f.fail(SecurityError.keyMissing(status)) }
             else { f.fail(SecurityError.encryption(status)) }
         }
         return f

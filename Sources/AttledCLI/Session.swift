@@ -175,7 +175,7 @@ final class Session {
         let i = try makeStack(t).info
         if opts.trace != .off {
             let v = i.version.map { "Bluetooth \(LocalVersion.coreVersionName($0.hciVersion)), manufacturer 0x\(Hex.int($0.manufacturer, width: 4))" } ?? "version unknown"
-            progress("controller on \(t.name): \(v), own address \(i.ownAddress) (\(i.ownAddressSource.rawValue)), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
+            progress("controller on \(t.name): \(v), own address \(i.ownAddress.address) (\(i.ownAddressSource == .publicAddress ? "public" : "random, \(i.ownAddressSource.rawValue)")), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
         }
         report.end()
     }

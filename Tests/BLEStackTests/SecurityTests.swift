@@ -61,11 +61,13 @@ struct LinkSecurityTests {
         f.verifyScriptDone()
     }
 
-    @Test("the peer has no such key: 0x06 is keyMissing (the bond is stale)")
-    func keyMissing() {
+    @Test("the peer refuses the key: 0x06 (as the spec says) and 0x05 (as Root Canal says) are keyMissing; 0x3D is not",
+          arguments: [(UInt8(0x06), true), (0x05, true), (0x3D, false)])
+    func keyMissing(status: UInt8, refused: Bool) {
         let (f, sec) = fixture()
-        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), h4("04 08 04 06 01 00 00")])
-        #expect(throws: SecurityError.keyMissing) { try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000)) }
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), h4("04 08 04 \(Hex.int(status, width: 2)) 01 00 00")])
+        let want = refused ? SecurityError.keyMissing(HCIStatus(rawValue: status)) : .encryption(HCIStatus(rawValue: status))
+        #expect(throws: want) { try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000)) }
         #expect(!sec.isEncrypted)
     }
 

@@ -17,6 +17,13 @@ a factory) starts a world and waits for its ready line; returns a ``World``:
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [255, 0, 0]})
     w.wait_event({"event": "disconnected", "device": "CassarTech"})
 
+Controllers: a test runs on Bumble's virtual controllers unless it is marked
+``@pytest.mark.controllers``: then it runs twice, on Bumble's and on Android's
+Root Canal (ids ``[bumble]`` / ``[rootcanal]``), and the ``controller`` fixture
+says which. A Root Canal world has tcp hosts only, host_addresses of None
+(Root Canal picks them), about 45 ms per HCI command and ATT round trip, and
+none of Bumble's quirks (its accept list works, a cancelled connect ends).
+
 ``World``:
     .transport(i=0)     attled transport spec of host i:
                         "tcp:127.0.0.1:PORT" | "unix:/path" | "serial:/path"
@@ -35,6 +42,8 @@ a factory) starts a world and waits for its ready line; returns a ``World``:
                         wait until ``count`` events match; returns them all
     .find(pred, since=0)  all matching events so far (no waiting)
     .stderr             vworld's stderr so far
+    .hosts_gone(since, count=1)  on Root Canal, wait until the host clients
+                        since that mark have left (see the method)
     .stop(timeout=5)    SIGTERM, then SIGKILL after timeout; returns exit code
 
 ``run_attled(args, timeout=20, env=None)`` (plain function and fixture) runs
@@ -177,6 +186,15 @@ class World(WorldProcess):
             return found
         raise self._failure(f"only {len(found)} of {count} events matching {pred!r}", timeout)
 
+    def hosts_gone(self, since: int, count: int = 1, timeout: float = 10.0) -> None:
+        """On Root Canal: wait until ``count`` host clients that came since
+        ``since`` have left, so the next run's controller gets the public address
+        they freed (Root Canal hands a freed address to its next client; a run
+        started before the last one's socket is seen closed gets a new one).
+        Bumble's host controllers keep their address: nothing to wait for."""
+        if self.ready.get("controller") == "rootcanal":
+            self.wait_events({"event": "host_disconnected"}, count, timeout=timeout, since=since)
+
     def format_events(self, start: int = 0) -> str:
         with self._cond:
             chosen = self.events[start:]
@@ -195,6 +213,44 @@ def _host_spec(kind: str, index: int, workdir: Path) -> str:
     raise ValueError(f"host kind must be tcp, unix or pty, not {kind!r}")
 
 
+CONTROLLERS = ("bumble", "rootcanal")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "controllers: run the test on Bumble's and on Root Canal's controllers")
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("controllers") is not None:
+        metafunc.parametrize("controller", CONTROLLERS)
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.controllers(rootcanal_cases=[ID, ...])``: of a parametrized
+    test, only the cases whose id contains one of the IDs run on Root Canal
+    too (each Root Canal HCI command costs ~45 ms; the rest stay on Bumble)."""
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("controllers")
+        callspec = getattr(item, "callspec", None)
+        cases = mark.kwargs.get("rootcanal_cases") if mark is not None else None
+        if cases and callspec is not None and callspec.params.get("controller") == "rootcanal" \
+                and not any(case in callspec.id for case in cases):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture
+def controller() -> str:
+    """Whose controllers this test's worlds use: "bumble" unless the test is
+    marked ``controllers`` (then each of CONTROLLERS in turn)."""
+    return "bumble"
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     # Remember each phase's report on the item so fixtures can see failures.
@@ -204,7 +260,7 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture
-def world(request):
+def world(request, controller):
     """Factory: ``world(devices=[...], hosts=["tcp"], legacy=False, extra_args=[])``.
 
     devices:    vworld --device specs, "NAME:PROFILE[:key=value,...]".
@@ -212,10 +268,14 @@ def world(request):
                 port / temporary path chosen here), or a full vworld --host spec.
     legacy:     host controllers send legacy advertising reports.
     extra_args: more vworld arguments (e.g. ["--spec-controller"]).
+    controller: whose controllers; default the ``controller`` fixture's (see
+                the module docstring). "bumble" with --peripheral-transport
+                attaches devices to another world's controller.
     Returns a started ``World``; all worlds are stopped at teardown, and their
     stderr and events are printed if the test failed.
     """
     worlds: list[World] = []
+    default_controller = controller
     # Short directory: AF_UNIX paths are limited to 108 bytes.
     workdir = Path(tempfile.mkdtemp(prefix="vw-", dir="/tmp"))
 
@@ -225,10 +285,14 @@ def world(request):
         legacy: bool = False,
         extra_args: Iterable[str] = (),
         ready_timeout: float = READY_TIMEOUT,
+        controller: str | None = None,
     ) -> World:
         sub = workdir / f"w{len(worlds)}"
         sub.mkdir()
         args: list[str] = []
+        controller = controller or default_controller
+        if controller != "bumble":
+            args += ["--controller", controller]
         for i, kind in enumerate(hosts):
             args += ["--host", _host_spec(kind, i, sub)]
         for spec in devices:
@@ -236,7 +300,7 @@ def world(request):
         if legacy:
             args.append("--legacy-reports")
         args += list(extra_args)
-        w = World(args, sub, ready_timeout)
+        w = World(args, sub, ready_timeout if controller == "bumble" else max(ready_timeout, 30.0))
         worlds.append(w)
         return w
 
@@ -291,6 +355,14 @@ def run_attled(args: list[str], timeout: float = 20, env: dict | None = None) ->
         # Bonds likewise: a test pairs only when it means to.
         env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="attled-state-", dir="/tmp")
     return _run([str(ATTLED), *map(str, args)], timeout, env)
+
+
+def own_address(stderr: str) -> str:
+    """The own address attled's controller line names (needs ``--trace`` or progress output)."""
+    import re
+    m = re.search(r"own address ([0-9A-F:]{17}) \(", stderr)
+    assert m, "no controller line with the own address in:\n" + stderr
+    return m.group(1)
 
 
 def run_bumble_central(args: list[str], timeout: float = 20, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -18,6 +18,7 @@ def att_count(stderr: str) -> int:
     return int(m.group(1))
 
 
+@pytest.mark.controllers
 def test_warm_run_uses_cache_without_scan_or_discovery(world, tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     w = world(devices=["CassarTech:pycom"])
@@ -72,6 +73,7 @@ REFLASH = [
 ]
 
 
+@pytest.mark.controllers(rootcanal_cases=["rootcanal-database-hash"])
 @pytest.mark.parametrize("hash_opt", ["", ":hash=0"], ids=["database-hash", "no-database-hash"])
 def test_reflash_between_runs_is_always_noticed(world, tmp_path, hash_opt):
     """One address reflashed particle -> harness -> pycom -> particle between
@@ -179,6 +181,7 @@ def test_no_cache_bypasses(world, tmp_path):
     assert not (tmp_path / "attled").exists()
 
 
+@pytest.mark.controllers
 def test_particle_warm_run_has_no_requests_beyond_the_hash(world, tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     w = world(devices=["CassarTech:particle"])
@@ -192,6 +195,7 @@ def test_particle_warm_run_has_no_requests_beyond_the_hash(world, tmp_path):
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [3, 0, 0]})
 
 
+@pytest.mark.controllers
 def test_trust_cache_writes_without_any_other_request(world, tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     w = world(devices=["CassarTech:pycom"])

@@ -117,6 +117,7 @@ def gateway(request, world):
 # -----------------------------------------------------------------------------
 # Tests
 # -----------------------------------------------------------------------------
+@pytest.mark.controllers
 def test_discovery_configs_availability_and_read_back_state(gateway):
     s = gateway(["Lamp1:pycom:init=10,20,30", "Lamp2:particle:addr=C0:11:22:33:44:66,init=40,50,60", "H1:harness"])
     w, mq = s.world, s.mq
@@ -171,6 +172,7 @@ def test_discovery_configs_availability_and_read_back_state(gateway):
     s.stop(signal.SIGINT)
 
 
+@pytest.mark.controllers
 def test_command_on_brightness_colour_off_and_bare_on(gateway):
     s = gateway(["Lamp1:pycom"])
     w, mq = s.world, s.mq
@@ -201,6 +203,7 @@ def test_command_on_brightness_colour_off_and_bare_on(gateway):
     s.stop(signal.SIGINT)
 
 
+@pytest.mark.controllers
 def test_command_burst_is_coalesced_and_other_devices_still_apply(gateway):
     s = gateway(["Lamp1:pycom", "Lamp2:particle"])
     w, mq = s.world, s.mq
@@ -272,6 +275,7 @@ def test_invalid_commands_are_ignored_and_logged(gateway):
     s.stop(signal.SIGINT)
 
 
+@pytest.mark.controllers
 def test_harness_buttons_and_notifications(gateway):
     s = gateway(["H1:harness:notify_every=100"])
     w, mq = s.world, s.mq
@@ -303,6 +307,7 @@ def test_harness_buttons_and_notifications(gateway):
     s.stop(signal.SIGTERM)
 
 
+@pytest.mark.controllers
 def test_device_availability_follows_the_link(gateway):
     # The lamp answers the 4th Write Request of each connection, then drops the link.
     s = gateway(["Lamp1:pycom:fault_disconnect_after=write#4"])
@@ -417,6 +422,7 @@ def test_sigterm_exits_0_and_publishes_offline(gateway):
     assert "warning" not in s.gw.stderr, s.gw.stderr
 
 
+@pytest.mark.controllers
 def test_name_restricts_adoption(gateway):
     s = gateway(["Lamp1:pycom", "Lamp2:pycom"], args=["--name", "Lamp1", "--trace"])
     w, mq, gw = s.world, s.mq, s.gw
@@ -624,6 +630,7 @@ def test_stock_controller_keeps_a_cancelled_connect_pending(gateway, world):
     s.stop(signal.SIGINT)
 
 
+@pytest.mark.controllers
 def test_partial_command_during_a_write_builds_on_that_write(gateway):
     """A bare ON (or OFF, or brightness alone) arriving while the previous
     command is being written applies on top of that command, not on the

@@ -155,6 +155,7 @@ DB_CASES = [
 ]
 
 
+@pytest.mark.controllers(rootcanal_cases=["seed2-ffff-mtu23", "seed1-mtu517"])
 @pytest.mark.parametrize("seed,mtu,last_ffff", DB_CASES)
 def test_gatt_json_equals_the_database(world, seed, mtu, last_ffff):
     w, db = start_peer(world, seed, mtu, ",last_ffff=1" if last_ffff else "")
@@ -235,6 +236,7 @@ def test_read_by_unique_uuid(world, tmp_path):
     assert re.sub(r"[^0-9a-f]", "", r.stdout.lower()) == c["value"]
 
 
+@pytest.mark.controllers
 def test_read_long_value_uses_read_blob(world):
     w, db = start_peer(world, 3, 23)
     c = next(c for c in readable(db) if len(c["value"]) // 2 == 400)
@@ -252,6 +254,7 @@ def test_read_long_value_uses_read_blob(world):
 # -----------------------------------------------------------------------------
 # 4. write
 # -----------------------------------------------------------------------------
+@pytest.mark.controllers(rootcanal_cases=["23-300", "517-512"])
 @pytest.mark.parametrize("mtu,length", [(23, 300), (23, 21), (23, 20), (517, 300), (517, 512)])
 def test_write_reads_back(world, tmp_path, mtu, length):
     w, db = start_peer(world, 3, mtu)
@@ -368,6 +371,7 @@ def test_last_characteristic_at_ffff(world, tmp_path):
 # -----------------------------------------------------------------------------
 # 6. A corrupted Prepare Write echo
 # -----------------------------------------------------------------------------
+@pytest.mark.controllers
 def test_corrupted_prepare_echo_cancels(world, tmp_path):
     w, db = start_peer(world, 3, 23, ",fault_corrupt=prepare_write#2")
     c = writable_char(db)
@@ -487,6 +491,7 @@ def test_trace_and_btsnoop_show_long_procedures(world, tmp_path):
 # -----------------------------------------------------------------------------
 # 8. listen
 # -----------------------------------------------------------------------------
+@pytest.mark.controllers
 @pytest.mark.parametrize("kind", ["notify", "indicate"])
 def test_listen_prints_the_peer_notification(world, kind):
     w, db = start_peer(world, 3, 23, ",notify_on_subscribe=1")

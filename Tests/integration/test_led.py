@@ -32,6 +32,7 @@ def test_set_colour(world, host, profile):
         assert f"attled: {phase}" in r.stderr
 
 
+@pytest.mark.controllers
 @pytest.mark.parametrize("profile", ["pycom", "particle"])
 def test_get_returns_what_was_set(world, profile):
     w = world(devices=[f"CassarTech:{profile}"])
@@ -52,6 +53,7 @@ def test_initial_values_are_read(world):
     assert r.stdout.strip() == "1,2,3 #010203"
 
 
+@pytest.mark.controllers
 def test_harness_send_and_listen(world):
     w = world(devices=["Harness:harness"])
     for value, buttons in (("01", [1, 0]), ("03", [1, 1]), ("04", [1, 0]), ("00", [0, 0])):
@@ -61,6 +63,7 @@ def test_harness_send_and_listen(world):
     assert w.find({"event": "state", "device": "Harness"})[-1]["commands"] == [1, 3, 4, 0]
 
 
+@pytest.mark.controllers
 def test_harness_listen_prints_notifications(world):
     w = world(devices=["Harness:harness:notify_every=50"])
     r = run_attled(["-i", w.transport(), "--name", "Harness", "listen", "--count", "3", "--json"], timeout=20)
@@ -76,6 +79,7 @@ def test_harness_has_no_rgb(world):
     assert r.returncode == 64 and "no RGB LED" in r.stderr
 
 
+@pytest.mark.controllers
 def test_gatt_dump_lists_led_service_with_properties(world):
     w = world(devices=["CassarTech:particle"])
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "gatt"])
@@ -92,6 +96,7 @@ def test_gatt_dump_lists_led_service_with_properties(world):
         w.device("CassarTech")["handles"][k] for k in ("red", "green", "blue")]
 
 
+@pytest.mark.controllers
 def test_right_device_changes_other_does_not(world):
     w = world(devices=["CassarTech:pycom", "OtherLamp:pycom"])
     r = run_attled(["-i", w.transport(), "--name", "OtherLamp", "--rgb", "0,0,255"])
@@ -101,6 +106,7 @@ def test_right_device_changes_other_does_not(world):
     assert not w.find({"event": "connected", "device": "CassarTech"})
 
 
+@pytest.mark.controllers
 def test_find_by_service_uuid_and_default_target(world):
     w = world(devices=["Plain:particle", "CassarTech:pycom"])
     r = run_attled(["-i", w.transport(), "--service", "36353433-3231-3039-3837-363534333231", "--rgb", "green"])
@@ -116,6 +122,7 @@ def test_shortened_name_matches(world):
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [1, 1, 1]})
 
 
+@pytest.mark.controllers
 def test_connect_by_address_without_scan(world):
     w = world(devices=["CassarTech:pycom"])
     addr = w.device("CassarTech")["address"]
@@ -143,6 +150,7 @@ def test_custom_rgb_description(world):
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [30, 20, 10]})
 
 
+@pytest.mark.controllers
 def test_connection_parameter_update_request_is_answered(world):
     w = world(devices=["CassarTech:pycom:conn_update=1,conn_update_delay=0"])
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "255,255,0", "--trace"])
@@ -164,6 +172,7 @@ def test_security_request_with_no_pair_gets_pairing_not_supported_and_run_contin
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0, 1, 0]})
 
 
+@pytest.mark.controllers
 def test_security_request_is_answered_by_pairing_and_run_continues(world, tmp_path):
     w = world(devices=["CassarTech:pycom:security_request=1"])
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "0,1,0", "--trace"],
@@ -174,6 +183,7 @@ def test_security_request_is_answered_by_pairing_and_run_continues(world, tmp_pa
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0, 1, 0]})
 
 
+@pytest.mark.controllers
 def test_device_absent_exits_3_within_timeout(world):
     w = world(devices=["CassarTech:pycom"])
     t0 = time.monotonic()
@@ -206,6 +216,7 @@ def test_connect_cancel_a_stock_controller_never_ends_is_named(world):
     assert "could not connect to C0:DE:AD:BE:EF:01 (random) within 700 ms, and the controller acknowledged LE Create Connection Cancel but never ended the attempt" in r.stderr, r.stderr
 
 
+@pytest.mark.controllers
 def test_att_error_is_named(world):
     w = world(devices=["CassarTech:pycom"])
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "send", "--char", "red", "--value", "0102"])
@@ -215,6 +226,7 @@ def test_att_error_is_named(world):
     w.wait_event({"event": "disconnected", "device": "CassarTech", "reason": 0x13})
 
 
+@pytest.mark.controllers
 def test_json_result(world):
     w = world(devices=["CassarTech:pycom"])
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "1,2,3", "--json", "--quiet"])
@@ -230,6 +242,7 @@ def test_json_result(world):
 # then the writes (pycom: 3 Write Requests; particle: one Read to learn whether its
 # characteristics need encryption, which Write Commands would not reveal, then
 # Write Commands, not counted).
+@pytest.mark.controllers
 @pytest.mark.parametrize("profile,limit", [("pycom", 7), ("particle", 5)])
 def test_cold_run_round_trips(world, profile, limit):
     w = world(devices=[f"CassarTech:{profile}"])

@@ -38,6 +38,7 @@ def wait_set(w, names, rgb, since=0) -> None:
         assert w.find({"event": "state", "device": name}, since=since)[-1]["rgb"] == rgb
 
 
+@pytest.mark.controllers
 def test_three_targets_set_in_one_run(world):
     w = world(devices=LAMPS)
     names = list(PROFILE)
@@ -67,6 +68,7 @@ def test_three_targets_set_in_one_run(world):
         assert doc["rgb"] == [10, 20, 30]
 
 
+@pytest.mark.controllers
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_missing_target_fails_alone(world, as_json):
     w = world(devices=LAMPS)
@@ -94,6 +96,7 @@ def test_missing_target_fails_alone(world, as_json):
             assert doc["device"]["address"] == w.device(name)["address"]
 
 
+@pytest.mark.controllers
 def test_get_with_two_targets_maps_each_line_to_its_device(world):
     w = world(devices=LAMPS[:2])
     colours = {"Lamp1": (10, 20, 30), "Lamp2": (200, 150, 5)}
@@ -135,6 +138,7 @@ def test_send_to_two_harness_devices(world):
         assert w.find({"event": "state", "device": name})[-1]["commands"] == [3, 1]
 
 
+@pytest.mark.controllers
 def test_listen_on_two_harness_devices(world):
     # The harness notifies its last command every 50 ms while subscribed; give
     # each device a different one first so a notification's label can be checked.
@@ -166,6 +170,7 @@ def test_listen_on_two_harness_devices(world):
                 assert line.startswith(f"{name} notification 0x") and line.endswith(f"{BUTTON_UUID}: {value}"), line
 
 
+@pytest.mark.controllers
 def test_repeated_address_connects_without_scanning(world):
     w = world(devices=LAMPS)
     args = ["-i", w.transport()]

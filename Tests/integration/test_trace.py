@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 
 from conftest import run_attled
 
@@ -58,6 +59,7 @@ def test_trace_is_identical_on_every_transport(world):
         assert needle in joined
 
 
+@pytest.mark.controllers
 def test_trace_hex_and_timing_summary(world):
     w = world(devices=["CassarTech:pycom"])
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "1,2,3", "--trace=hex"])
@@ -68,6 +70,7 @@ def test_trace_hex_and_timing_summary(world):
     assert re.search(r"connection interval [\d.]+ ms", r.stderr)
 
 
+@pytest.mark.controllers
 def test_btsnoop_capture_decodes_to_the_same_trace(world, tmp_path):
     w = world(devices=["CassarTech:particle"])
     cap = tmp_path / "run.btsnoop"
