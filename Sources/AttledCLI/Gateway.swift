@@ -119,6 +119,7 @@ final class Gateway {
         }
         schedulePeriodic(stack.host)
         ensureScanning()
+        chooseReconnectPath(stack)
     }
 
     /// Drops the old stack (every link is gone with it), then reopens the
@@ -127,6 +128,8 @@ final class Gateway {
     func recover(_ old: BLEStack) throws -> BLEStack {
         for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
         connecting = nil
+        reconnectPath = .unknown
+        acceptArming = false
         old.central.onDeviceUpdate = nil
         old.central.onDeviceSeen = nil
         old.central.onDisconnection = nil
@@ -370,6 +373,7 @@ final class Gateway {
             guard let self else { return }
             self.mqtt?.periodic()
             self.syncEpoll()
+            self.armAcceptList()
             self.ensureScanning()
             self.schedulePeriodic(h)
         }
@@ -380,6 +384,16 @@ final class Gateway {
     var linkCount: Int { devices.values.filter { $0.link != nil }.count }
     /// Learned when the controller refuses a link for want of room.
     var capacity: Int?
+    /// How kept devices are reconnected (GatewayAcceptList.swift), per stack.
+    var reconnectPath: ReconnectPath = .unknown
+    /// Set once this controller was seen to ignore its accept list (kept across resets).
+    var acceptListIgnored: String?
+    /// An accept-list connect is being started, or cancelled to start again.
+    var acceptArming = false
+    var acceptNotBefore = Instant.now()
+    var acceptBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+    /// When each kept device was first heard while the pending connect waited for it.
+    var acceptHeard: [BDAddress: Instant] = [:]
 }
 
 /// One LED device the gateway looks after.
@@ -412,6 +426,8 @@ final class GatewayDevice {
     var plannedDisconnect = false
     var releaseTimer: HostToken?
     var connectedAt: Instant?
+    /// When its link last went down (the accept list waits for the longest-gone first).
+    var downAt: Instant?
     /// A harness button pressed while an on-demand device was not connected.
     var pendingPress: HarnessButton?
 

@@ -48,7 +48,10 @@ extension Gateway {
     }
 
     func tryConnect(_ dev: GatewayDevice) {
-        guard let stack = s.stack, connecting == nil, dev.link == nil, Instant.now() >= dev.notBefore else { return }
+        guard let stack = s.stack, connecting == nil, dev.link == nil else { return }
+        // A kept device comes back through the pending accept-list connect.
+        if reconnectsFromAcceptList(dev), heardWhileAccepting(dev) { return armAcceptList() }
+        guard Instant.now() >= dev.notBefore else { return }
         if dev.onDemand {
             // Only when there is something to write, and a slot.
             guard dev.wanted != nil || dev.pendingPress != nil else { return }
@@ -61,6 +64,9 @@ extension Gateway {
         }
         connecting = dev
         dev.attempts += 1
+        // The controller initiates one connection at a time: this one goes
+        // after the accept-list connect, which is armed again once it is done.
+        if stack.central.acceptListConnect != nil { stack.central.cancelAcceptListConnect() }
         // One connection attempt at a time, and no scan beside it.
         let scanStop: Future<Void> = stack.central.isScanning ? stack.central.stopScanning() : .done
         scanStop.recover { _ in .done }
@@ -157,7 +163,7 @@ extension Gateway {
 
     /// Scans while some wanted device may be out there and no connection is pending.
     func ensureScanning() {
-        guard let stack = s.stack, !stopping, connecting == nil, !stack.central.isScanning else { return }
+        guard let stack = s.stack, !stopping, connecting == nil, !stack.central.isScanning, !scanPausedForAcceptList else { return }
         if let max = opts.maxLinks, linkCount >= max { return }
         stack.central.startScanning(active: true).whenComplete { [weak self] r in
             guard let self else { return }
@@ -249,6 +255,11 @@ extension Gateway {
         if let t = dev.idleTimer, let h = s.host { h.cancel(t) }
         dev.idleTimer = nil
         dev.notBefore = Instant.now().adding(ms: dev.backoff.next())
+        dev.downAt = Instant.now()
+        // From the accept list a device that was ready comes back at once:
+        // a pending connect costs nothing until it advertises (backoff only
+        // after a setup that failed).
+        if reconnectsFromAcceptList(dev), dev.attempts == 0 { dev.notBefore = Instant.now() }
         if dev.plannedDisconnect {
             // An on-demand link let go: the device stays available.
             dev.plannedDisconnect = false
@@ -264,6 +275,7 @@ extension Gateway {
         }
         log("gateway: \(dev.label): disconnected; unavailable until it advertises again")
         if let ha = dev.ha { publish(topics.availability(ha), HomeAssistant.offline, retain: true) }
+        armAcceptList()
         ensureScanning()
     }
 

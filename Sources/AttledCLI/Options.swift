@@ -79,6 +79,8 @@ public struct Options: Sendable {
     public var gatewayID = "gateway"
     /// gateway: at most this many links (default: what the controller holds).
     public var maxLinks: Int? = nil
+    /// gateway: reconnect kept devices by scanning, not from the Filter Accept List.
+    public var noAcceptList = false
 
     public init() {}
 }
@@ -197,6 +199,7 @@ public enum Usage {
       --discovery-prefix P   gateway: Home Assistant discovery prefix (default homeassistant)
       --gateway-id ID        gateway: this gateway's id in topics (default gateway)
       --max-links N          gateway: at most N links at once
+      --no-accept-list       gateway: reconnect by scanning, not from the controller's Filter Accept List
       --json                 machine-readable output on stdout
       --quiet, -q            no progress lines on stderr
       --trace[=hex|=keys]    decode every packet on stderr (=hex adds raw bytes; keys are
@@ -273,6 +276,8 @@ extension Options {
             case "--topic-prefix": o.topicPrefix = try value(flag, inline)
             case "--discovery-prefix": o.discoveryPrefix = try value(flag, inline)
             case "--gateway-id": o.gatewayID = try value(flag, inline)
+            case "--no-accept-list":
+                o.noAcceptList = true
             case "--max-links":
                 let v = try value(flag, inline)
                 guard let n = Int(v), n > 0 else { throw UsageError("--max-links: '\(v)' is not a positive number") }
@@ -394,8 +399,8 @@ extension Options {
         }
         if withoutResponse && command != .write { throw UsageError("--without-response only applies to write") }
         if removeBond != nil && command != .bonds { throw UsageError("--remove only applies to bonds") }
-        if command != .gateway && (!mqttHost.isEmpty || mqttUser != nil || mqttPasswordFile != nil || mqttTLSCA != nil || maxLinks != nil) {
-            throw UsageError("--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca and --max-links only apply to gateway")
+        if command != .gateway && (!mqttHost.isEmpty || mqttUser != nil || mqttPasswordFile != nil || mqttTLSCA != nil || maxLinks != nil || noAcceptList) {
+            throw UsageError("--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca, --max-links and --no-accept-list only apply to gateway")
         }
         if mqttPasswordFile != nil && mqttUser == nil { throw UsageError("--mqtt-password-file needs --mqtt-user") }
         if pair == .always && noRepair { throw UsageError("--pair and --no-repair exclude each other") }

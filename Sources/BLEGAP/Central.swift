@@ -278,12 +278,15 @@ public final class Central {
         let peer: DeviceAddress
         let timeoutMs: Int
         let parameters: ConnectionParameters
+        /// Set for a connect from the Filter Accept List: these devices are
+        /// written to the list first, and any of them may complete it.
+        let acceptList: [DeviceAddress]?
         let future = Future<LEConnection>()
         var state = State.queued
         var timer: HostToken?
 
-        init(peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters) {
-            self.peer = peer; self.timeoutMs = timeoutMs; self.parameters = parameters
+        init(peer: DeviceAddress, timeoutMs: Int, parameters: ConnectionParameters, acceptList: [DeviceAddress]? = nil) {
+            self.peer = peer; self.timeoutMs = timeoutMs; self.parameters = parameters; self.acceptList = acceptList
         }
 
         func finish(_ r: Result<LEConnection, any Error>, _ host: HCIHost) {
@@ -322,6 +325,41 @@ public final class Central {
         return a.future
     }
 
+    /// Queues a connect from the Filter Accept List (Core Vol 6 Part B 4.3.5):
+    /// LE Clear Filter Accept List, LE Add Device To Filter Accept List for
+    /// each of `peers`, then LE Create Connection with Initiator_Filter_Policy
+    /// 1, so the controller connects to whichever of them it hears first. It
+    /// stays pending until one connects, `timeoutMs` passes (0: no deadline)
+    /// or `cancelAcceptListConnect` is called. Peer_Address, which the
+    /// policy makes the controller ignore, names the first of `peers`: a
+    /// controller that ignores the policy (Bumble's) still connects that one.
+    /// - Returns: a future of the connection (its `peer` says which device).
+    public func startAcceptListConnect(_ peers: [DeviceAddress], timeoutMs: Int = 0, parameters: ConnectionParameters = .oneShot) -> Future<LEConnection> {
+        guard let first = peers.first else { return Future(error: GAPError.connectAborted(DeviceAddress(.zero, .public))) }
+        let a = Attempt(peer: first, timeoutMs: timeoutMs, parameters: parameters, acceptList: peers)
+        attempts.append(a)
+        advance()
+        return a.future
+    }
+
+    /// The devices of the running (or queued) accept-list connect, if any.
+    public var acceptListConnect: [DeviceAddress]? {
+        attempts.first(where: { $0.acceptList != nil && $0.state != .done })?.acceptList
+    }
+
+    /// Ends the accept-list connect (LE Create Connection Cancel when it is
+    /// running); its future fails with `GAPError.connectAborted`, or succeeds
+    /// if a connection won the race.
+    public func cancelAcceptListConnect() {
+        guard let a = attempts.first(where: { $0.acceptList != nil && $0.state != .done }) else { return }
+        if a.state == .queued {
+            attempts.removeAll { $0 === a }
+            a.finish(.failure(GAPError.connectAborted(a.peer)), host)
+        } else {
+            cancel(a, failure: GAPError.connectAborted(a.peer))
+        }
+    }
+
     /// Connects to `peer`, waiting for the outcome. On Ctrl-C/SIGTERM the
     /// attempt is cancelled (and a connection that won the race dropped).
     /// - Returns: the connection.
@@ -345,18 +383,36 @@ public final class Central {
         guard let a = attempts.first, a.state == .queued else { return }
         a.state = .requesting
         let req = LECreateConnection(peer: a.peer, ownAddressType: info.ownAddress.type, scanInterval: 0x0010, scanWindow: 0x0010,
-                                     filterPolicy: 0, connection: a.parameters)
+                                     filterPolicy: a.acceptList == nil ? 0 : 1, connection: a.parameters)
         let start = Instant.now()
         abandoned.remove(a.peer)
         let cmd = useExtendedCommands ? req.extendedCommand : req.command
-        host.enqueue(cmd) { [weak self] r in
+        let create = { [weak self] in
             guard let self, a.state == .requesting else { return }
-            switch HCIHost.returnParameters(cmd, r) {
-            case .failure(let e):
-                self.remove(a, .failure(e))
-            case .success:
-                a.state = .initiating
-                a.timer = self.host.schedule(at: start.adding(ms: a.timeoutMs)) { [weak self] in self?.cancel(a) }
+            self.host.enqueue(cmd) { [weak self] r in
+                guard let self, a.state == .requesting else { return }
+                switch HCIHost.returnParameters(cmd, r) {
+                case .failure(let e):
+                    self.remove(a, .failure(e))
+                case .success:
+                    a.state = .initiating
+                    if a.timeoutMs > 0 {
+                        a.timer = self.host.schedule(at: start.adding(ms: a.timeoutMs)) { [weak self] in self?.cancel(a) }
+                    }
+                }
+            }
+        }
+        guard let list = a.acceptList else { return create() }
+        // The list may not change while a connect uses it (7.8.16): none is
+        // running now, attempts go one at a time.
+        let commands: [HCICommand] = [.leClearFilterAcceptList] + list.map { HCICommand.leAddDeviceToFilterAcceptList($0) }
+        var left = commands.count
+        for c in commands {
+            host.enqueue(c) { [weak self] r in
+                guard let self, a.state == .requesting else { return }
+                if case .failure(let e) = HCIHost.returnParameters(c, r) { return self.remove(a, .failure(e)) }
+                left -= 1
+                if left == 0 { create() }
             }
         }
     }

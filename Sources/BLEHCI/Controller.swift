@@ -24,6 +24,16 @@ public struct ControllerInfo: Sendable {
     public var supportsExtendedScanning: Bool { supports(octet: 37, bit: 5) && supports(octet: 37, bit: 6) }
     /// LE Extended Advertising in the LE features (bit 12).
     public var hasExtendedAdvertising: Bool { leFeatures & (1 << 12) != 0 }
+    /// LE Read Filter Accept List Size, Clear, Add and Remove listed (octet 26 bits 6-7, octet 27 bits 0-1).
+    public var supportsAcceptList: Bool {
+        supports(octet: 26, bit: 6) && supports(octet: 26, bit: 7) && supports(octet: 27, bit: 0) && supports(octet: 27, bit: 1)
+    }
+    /// LE Read Supported States listed (octet 28 bit 3).
+    public var supportsReadSupportedStates: Bool { supports(octet: 28, bit: 3) }
+    /// LE Set Data Length listed (octet 33 bit 6) and LE Data Packet Length Extension in the LE features (bit 5).
+    public var supportsDataLength: Bool { supports(octet: 33, bit: 6) && leFeatures & (1 << 5) != 0 }
+    /// LE Set PHY listed (octet 35 bit 6) and LE 2M PHY in the LE features (bit 8).
+    public var supports2MPHY: Bool { supports(octet: 35, bit: 6) && leFeatures & (1 << 8) != 0 }
 }
 
 /// Where the host's own address came from (the trace's "own address" line says it).

@@ -42,6 +42,8 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         0x2008: "LE Set Advertising Data", 0x2009: "LE Set Scan Response Data", 0x200A: "LE Set Advertising Enable",
         0x200B: "LE Set Scan Parameters", 0x200C: "LE Set Scan Enable", 0x200D: "LE Create Connection",
         0x200E: "LE Create Connection Cancel", 0x200F: "LE Read Filter Accept List Size",
+        0x2010: "LE Clear Filter Accept List", 0x2011: "LE Add Device To Filter Accept List",
+        0x2012: "LE Remove Device From Filter Accept List", 0x201C: "LE Read Supported States",
         0x2013: "LE Connection Update", 0x2016: "LE Read Remote Features", 0x2019: "LE Enable Encryption", 0x201A: "LE Long Term Key Request Reply",
         0x201B: "LE Long Term Key Request Negative Reply", 0x2022: "LE Set Data Length",
         0x2032: "LE Set PHY", 0x2041: "LE Set Extended Scan Parameters", 0x2042: "LE Set Extended Scan Enable",

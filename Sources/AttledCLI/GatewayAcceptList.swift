@@ -1,0 +1,165 @@
+#if ATTLED_GATEWAY
+import Attled
+
+/// How the gateway reconnects the devices it keeps.
+enum ReconnectPath: Equatable {
+    /// Not decided yet: the controller's accept list is being read.
+    case unknown
+    /// One LE Create Connection from the Filter Accept List stays pending for
+    /// every kept device that is down; the controller connects each on the
+    /// first advertisement it hears. `scanBeside`: the controller scans and
+    /// initiates at once (LE Supported States bit 22 or 23), so scanning for
+    /// new devices goes on meanwhile; otherwise scanning pauses while the
+    /// connect is pending.
+    case acceptList(size: Int, scanBeside: Bool)
+    /// Scan, hear the device, then connect to it (one advertising interval later).
+    case scanning(why: String)
+}
+
+/// The gateway's reconnection from the controller's Filter Accept List.
+///
+/// A device the gateway has set up once is "kept": when its link goes down it
+/// joins the accept-list connect, at once (backoff only after a failed setup).
+/// New devices and on-demand writes take the scan path: the pending
+/// accept-list connect is cancelled for them and armed again after. A
+/// controller that ignores the accept list (it connects only to Peer_Address,
+/// as Bumble's does) is found out when a kept device is heard advertising for
+/// `acceptIgnoredAfterMs` while the connect is pending: the gateway logs it
+/// and reconnects by scanning from then on. Peer_Address names the device
+/// that went down first, so even such a controller reconnects that one at once.
+extension Gateway {
+    /// A kept device heard this long while the accept-list connect waits for it: the list is ignored.
+    static let acceptIgnoredAfterMs = 1_500
+
+    /// Reads the accept list's size and the LE states of a (new) stack, then
+    /// logs the path and arms the connect.
+    func chooseReconnectPath(_ stack: BLEStack) {
+        reconnectPath = .unknown
+        let info = stack.info
+        if opts.noAcceptList { return setPath(.scanning(why: "--no-accept-list")) }
+        if let why = acceptListIgnored { return setPath(.scanning(why: why)) }
+        guard info.supportsAcceptList else {
+            return setPath(.scanning(why: "the controller lists no Filter Accept List commands"))
+        }
+        let states: Future<LEStates?> = info.supportsReadSupportedStates
+            ? stack.host.submit(.leReadSupportedStates).map { rp in try? LEStates.decode(Array(rp.dropFirst())) }.recover { _ in Future(value: nil) }
+            : Future(value: nil)
+        stack.host.submit(.leReadFilterAcceptListSize)
+            .flatMap { rp in states.map { (rp, $0) } }
+            .whenComplete { [weak self, weak stack] r in
+                guard let self, let stack, self.s.stack === stack else { return }
+                switch r {
+                case .failure(let e):
+                    self.noteControllerError(e)
+                    self.setPath(.scanning(why: "LE Read Filter Accept List Size failed (\(e))"))
+                case .success(let (rp, st)):
+                    let size = rp.count >= 2 ? Int(rp[1]) : 0
+                    if size == 0 { return self.setPath(.scanning(why: "the controller's Filter Accept List holds no entry")) }
+                    let beside = st.map { $0.activeScanWhileInitiating || $0.passiveScanWhileInitiating } ?? false
+                    self.setPath(.acceptList(size: size, scanBeside: beside))
+                }
+            }
+    }
+
+    func setPath(_ p: ReconnectPath) {
+        reconnectPath = p
+        switch p {
+        case .unknown: return
+        case let .acceptList(size, beside):
+            log("gateway: reconnects: from the controller's Filter Accept List (\(size) entries; "
+                + (beside ? "scanning beside it)" : "no scan while it is pending: the controller cannot scan and initiate at once)"))
+        case let .scanning(why):
+            log("gateway: reconnects: by scanning (\(why))")
+        }
+        armAcceptList()
+        ensureScanning()
+    }
+
+    /// Whether scanning waits for the pending accept-list connect.
+    var scanPausedForAcceptList: Bool {
+        guard case let .acceptList(_, beside) = reconnectPath, !beside, let stack = s.stack else { return false }
+        return stack.central.acceptListConnect != nil || acceptArming
+    }
+
+    /// A kept device: set up once, not on demand, and allowed to connect now.
+    func reconnectsFromAcceptList(_ dev: GatewayDevice) -> Bool {
+        guard case .acceptList = reconnectPath else { return false }
+        return dev.connectedAt != nil && !dev.onDemand
+    }
+
+    /// Brings the pending accept-list connect in line with the kept devices
+    /// that are down: starts it, or cancels it to start it again with
+    /// another set (the list may not change while a connect uses it).
+    func armAcceptList() {
+        guard case let .acceptList(size, beside) = reconnectPath, let stack = s.stack, !stopping,
+              connecting == nil, !acceptArming, Instant.now() >= acceptNotBefore else { return }
+        let now = Instant.now()
+        var want = devices.values.filter { $0.link == nil && reconnectsFromAcceptList($0) && now >= $0.notBefore }
+            .sorted { ($0.downAt ?? now, $0.address.address.description) < ($1.downAt ?? now, $1.address.address.description) }
+        if let l = permanentLimit, linkCount >= l { want = [] }
+        let peers = Array(want.prefix(size)).map(\.address)
+        if let current = stack.central.acceptListConnect {
+            if Set(current) == Set(peers) { return }
+            acceptArming = true  // cleared when the cancelled connect ends; then armed again
+            stack.central.cancelAcceptListConnect()
+            return
+        }
+        guard !peers.isEmpty else { return }
+        acceptArming = true
+        let scanStop: Future<Void> = !beside && stack.central.isScanning ? stack.central.stopScanning().recover { _ in .done } : .done
+        scanStop.whenComplete { [weak self, weak stack] _ in
+            guard let self, let stack, self.s.stack === stack else { return }
+            guard self.connecting == nil, !self.stopping else { self.acceptArming = false; return }
+            self.acceptHeard = [:]
+            let labels = peers.map { self.devices[$0.address]?.label ?? $0.address.description }
+            self.log("gateway: waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
+            let f = stack.central.startAcceptListConnect(peers, parameters: .oneShot)
+            // Armed once the connect is queued: a change of the set cancels it from now on.
+            self.acceptArming = false
+            f.whenComplete { [weak self] r in
+                guard let self, self.s.stack === stack else { return }
+                self.acceptArming = false
+                switch r {
+                case .success(let c):
+                    self.acceptBackoff.reset()
+                    if let dev = self.devices[c.peer.address], dev.link == nil {
+                        dev.attempts += 1
+                        self.linkUp(dev, stack.attach(c))
+                    } else {
+                        _ = stack.central.startDisconnect(c)
+                    }
+                case .failure(GAPError.connectAborted):
+                    break  // cancelled to change the set, or for a scan-path connect
+                case .failure(let e):
+                    self.noteControllerError(e)
+                    self.acceptNotBefore = Instant.now().adding(ms: self.acceptBackoff.next())
+                    self.log("gateway: accept-list connect failed (\(e)); again \(self.acceptNotBefore.msUntilNowString)")
+                }
+                self.armAcceptList()
+                self.ensureScanning()
+            }
+        }
+    }
+
+    /// A kept device heard while the accept-list connect waits for it. On a
+    /// controller that scans beside the connect, one heard for
+    /// `acceptIgnoredAfterMs` without being connected means the controller
+    /// ignores its accept list: reconnect by scanning from now on.
+    /// - Returns: true when the accept list still handles the device.
+    func heardWhileAccepting(_ dev: GatewayDevice) -> Bool {
+        guard reconnectsFromAcceptList(dev), let stack = s.stack else { return false }
+        guard let pending = stack.central.acceptListConnect, pending.contains(dev.address) else {
+            return dev.link == nil  // not armed for it yet (backoff, or being armed): the next tick arms it
+        }
+        let now = Instant.now()
+        let first = acceptHeard[dev.address.address] ?? now
+        acceptHeard[dev.address.address] = first
+        guard first.msUntil(now) >= Self.acceptIgnoredAfterMs else { return true }
+        let why = "the controller did not connect \(dev.label) from its Filter Accept List in \(first.msUntil(now)) ms of advertisements: it ignores the list"
+        acceptListIgnored = why
+        stack.central.cancelAcceptListConnect()
+        setPath(.scanning(why: why))
+        return false
+    }
+}
+#endif
