@@ -199,7 +199,7 @@ public enum Usage {
       --discovery-prefix P   gateway: Home Assistant discovery prefix (default homeassistant)
       --gateway-id ID        gateway: this gateway's id in topics (default gateway)
       --max-links N          gateway: at most N links at once
-      --no-accept-list       gateway: reconnect by scanning, not from the controller's Filter Accept List
+      --no-accept-list       gateway, ui: reconnect by scanning, not from the controller's Filter Accept List
       --json                 machine-readable output on stdout
       --quiet, -q            no progress lines on stderr
       --trace[=hex|=keys]    decode every packet on stderr (=hex adds raw bytes; keys are
@@ -399,8 +399,11 @@ extension Options {
         }
         if withoutResponse && command != .write { throw UsageError("--without-response only applies to write") }
         if removeBond != nil && command != .bonds { throw UsageError("--remove only applies to bonds") }
-        if command != .gateway && (!mqttHost.isEmpty || mqttUser != nil || mqttPasswordFile != nil || mqttTLSCA != nil || maxLinks != nil || noAcceptList) {
-            throw UsageError("--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca, --max-links and --no-accept-list only apply to gateway")
+        if command != .gateway && (!mqttHost.isEmpty || mqttUser != nil || mqttPasswordFile != nil || mqttTLSCA != nil || maxLinks != nil) {
+            throw UsageError("--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca and --max-links only apply to gateway")
+        }
+        if command != .gateway && command != .ui && noAcceptList {
+            throw UsageError("--no-accept-list only applies to gateway and ui")
         }
         if mqttPasswordFile != nil && mqttUser == nil { throw UsageError("--mqtt-password-file needs --mqtt-user") }
         if pair == .always && noRepair { throw UsageError("--pair and --no-repair exclude each other") }

@@ -50,6 +50,9 @@ final class UIApp {
     var notifications: [String] = []
     static let holdMs = 400
 
+    /// Reconnect by scanning only (`--no-accept-list`).
+    var noAcceptList = false
+
     init(stack: BLEStack, resolver: LEDResolver, filter: DeviceFilter, passive: Bool, connectTimeoutMs: Int) {
         self.stack = stack
         self.resolver = resolver
@@ -67,6 +70,7 @@ final class UIApp {
                   filter: Target.from(s.opts)[0].filter, passive: s.opts.passive,
                   connectTimeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs)
         reopen = { [unowned s] in try s.reopenStack() }
+        noAcceptList = s.opts.noAcceptList
     }
 
     /// A controller fault the UI outlives by reopening the transport: the
@@ -173,24 +177,68 @@ final class UIApp {
     /// Input waiting to be handled (or stdin closed).
     var inputPending: Bool { !term.input.isEmpty || term.input.eof.load(ordering: .relaxed) }
 
+    /// The device of the last link, to come back from the Filter Accept List.
+    var lastDevice: DiscoveredDevice?
+    /// How long the accept-list connect waits for the last device before a
+    /// scan round (which may find it, or another matching device).
+    static let acceptListWaitMs = 10_000
+
+    /// Waits for the last device through an LE Create Connection from the
+    /// Filter Accept List: the controller connects on its first advertisement
+    /// (a scan would hear it, stop, and connect on the next one). Peer_Address
+    /// names it too, so a controller that ignores the list (Bumble's) still
+    /// connects it. Bounded by `acceptListWaitMs`; keys are handled meanwhile.
+    /// - Returns: the connection, or nil (timeout, refusal, quit: scan instead).
+    func connectFromAcceptList(_ d: DiscoveredDevice) throws -> LEConnection? {
+        guard !noAcceptList, stack.info.supportsAcceptList else { return nil }
+        state = .connecting
+        status = "waiting for \(d.name ?? d.address.description) to advertise (Filter Accept List)"
+        draw()
+        let f = stack.central.startAcceptListConnect([d.address], timeoutMs: Self.acceptListWaitMs, parameters: .oneShot)
+        _ = try stack.host.pump(until: Instant.now().adding(ms: Self.acceptListWaitMs + 1_000)) {
+            if inputPending { handleInput(); draw() }
+            return quit || f.isComplete
+        }
+        if !f.isComplete { stack.central.cancelAcceptListConnect() }
+        switch f.result {
+        case .success(let c)?: return c
+        case .failure(let e)?:
+            // A controller that keeps the cancelled connect pending completes it
+            // later: that connection is adopted (watchLateConnections).
+            gaveUpOn = d.address
+            if !quit { status = "\(e); scanning" }
+            return nil
+        case nil:
+            gaveUpOn = d.address
+            return nil
+        }
+    }
+
     /// One scan-connect-use cycle; returns when the link is lost or on quit.
     func session() throws {
         let central = stack.central
+        if adopted == nil, let last = lastDevice, let c = try connectFromAcceptList(last) {
+            adopted = c
+        }
+        guard !quit else { return }
         state = .scanning
         draw()
-        try central.startScan(active: !passive)
-        let found = adopted == nil ? try central.waitForDevice(until: .distantFuture, orStop: {
-            if inputPending { handleInput(); draw() }
-            return quit || adopted != nil
-        }, where: { filter.matches($0) }) : nil
-        try central.stopScan()
+        var found: DiscoveredDevice? = nil
+        if adopted == nil {
+            try central.startScan(active: !passive)
+            found = try central.waitForDevice(until: .distantFuture, orStop: {
+                if inputPending { handleInput(); draw() }
+                return quit || adopted != nil
+            }, where: { filter.matches($0) })
+            try central.stopScan()
+        }
         guard !quit else { return }
         // The device: the one heard, or the one whose late connection was taken.
         let d: DiscoveredDevice
         let late = adopted
         adopted = nil
         if let c = late {
-            guard c.isConnected, let known = central.devices[c.peer] else {
+            guard c.isConnected, let known = central.devices[c.peer] ?? lastDevice.flatMap({ $0.address.address == c.peer.address ? $0 : nil }) else {
                 if c.isConnected { _ = central.startDisconnect(c) }
                 return
             }
@@ -225,6 +273,7 @@ final class UIApp {
         }
         connectBackoff.reset()
         gaveUpOn = nil
+        lastDevice = d
         link = l
         let gatt = l.gatt
         let b = gatt.bearer

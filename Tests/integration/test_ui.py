@@ -106,7 +106,8 @@ def test_device_stopped_and_restarted_reconnects_and_reads_back(world, pane, con
     p = pane(["-i", air.transport(0), "--name", "CassarTech"])
     p.wait(lambda t: "connected" in t and slider(t, "Blue") == "3")
     dev.stop()
-    t = p.wait(lambda t: "disabled" in t and "scanning" in t, timeout=15)
+    # The device it had is waited for with a connect from the Filter Accept List.
+    t = p.wait(lambda t: "disabled" in t and "waiting for CassarTech to advertise (Filter Accept List)" in t, timeout=15)
     assert slider(t, "Red") == "--"
     dev2 = world(devices=["CassarTech:pycom:init=7,8,9"], hosts=[], controller="bumble",
                  extra_args=["--peripheral-transport", air.bumble_transport(1)])
