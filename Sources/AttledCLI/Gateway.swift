@@ -392,8 +392,8 @@ final class Gateway {
     var acceptArming = false
     var acceptNotBefore = Instant.now()
     var acceptBackoff = Backoff(initialMs: 500, maxMs: 30_000)
-    /// When each kept device was first heard while the pending connect waited for it.
-    var acceptHeard: [BDAddress: Instant] = [:]
+    /// Kept devices heard while the pending connect waited for them.
+    var acceptWatch = AcceptListWatch(deadlineMs: Gateway.acceptIgnoredAfterMs)
 }
 
 /// One LED device the gateway looks after.

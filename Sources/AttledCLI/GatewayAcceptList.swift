@@ -110,7 +110,7 @@ extension Gateway {
         scanStop.whenComplete { [weak self, weak stack] _ in
             guard let self, let stack, self.s.stack === stack else { return }
             guard self.connecting == nil, !self.stopping else { self.acceptArming = false; return }
-            self.acceptHeard = [:]
+            self.acceptWatch.reset()
             let labels = peers.map { self.devices[$0.address]?.label ?? $0.address.description }
             self.log("gateway: waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
             let f = stack.central.startAcceptListConnect(peers, parameters: .oneShot)
@@ -151,11 +151,8 @@ extension Gateway {
         guard let pending = stack.central.acceptListConnect, pending.contains(dev.address) else {
             return dev.link == nil  // not armed for it yet (backoff, or being armed): the next tick arms it
         }
-        let now = Instant.now()
-        let first = acceptHeard[dev.address.address] ?? now
-        acceptHeard[dev.address.address] = first
-        guard first.msUntil(now) >= Self.acceptIgnoredAfterMs else { return true }
-        let why = "the controller did not connect \(dev.label) from its Filter Accept List in \(first.msUntil(now)) ms of advertisements: it ignores the list"
+        guard let ms = acceptWatch.heard(dev.address, pending: pending) else { return true }
+        let why = "the controller did not connect \(dev.label) from its Filter Accept List in \(ms) ms of advertisements: it ignores the list"
         acceptListIgnored = why
         stack.central.cancelAcceptListConnect()
         setPath(.scanning(why: why))

@@ -1,0 +1,110 @@
+import Testing
+@testable import BLEWire
+@testable import BLEHCI
+@testable import BLEGAP
+
+/// The connect from the Filter Accept List (issue 18), on a scripted controller.
+@Suite("Central: connecting from the Filter Accept List")
+struct AcceptListTests {
+    static let lamp = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+    static let other = DeviceAddress(BDAddress("00:1B:DC:01:02:03")!, .public)
+
+    func central(addFails: Bool = false) -> (ScriptedController, HCIHost, Central) {
+        let ctl = ScriptedController()
+        ctl.when(command: .leClearFilterAcceptList, reply: [Ev.complete(.leClearFilterAcceptList)])
+        ctl.when(command: .leAddDeviceToFilterAcceptList, reply: [Ev.complete(.leAddDeviceToFilterAcceptList, [addFails ? 0x07 : 0x00])])
+        ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+        let host = HCIHost(transport: ctl)
+        host.interruptible = false
+        var info = ControllerInfo()
+        info.ownAddress = DeviceAddress(BDAddress("C1:02:03:04:05:06")!, .random)
+        return (ctl, host, Central(host: host, info: info))
+    }
+
+    @Test("Clear, Add per device (address type 1 random, 0 public), then LE Create Connection with filter policy 1 and Peer_Address the first; any listed device completes it; no deadline")
+    func sequence() throws {
+        let (ctl, host, central) = central()
+        let f = central.startAcceptListConnect([Self.lamp, Self.other])
+        _ = try host.pump(until: Instant.now().adding(ms: 100)) { false }
+        #expect(ctl.sentHex() == [
+            "01 10 20 00",
+            "01 11 20 07 01 55 44 33 22 11 c0",
+            "01 11 20 07 00 03 02 01 dc 1b 00",
+            "01 0d 20 19 10 00 10 00 01 01 55 44 33 22 11 c0 01 06 00 0c 00 00 00 c8 00 00 00 00 00",
+        ])
+        #expect(!f.isComplete && central.acceptListConnect == [Self.lamp, Self.other])
+        // The second device advertises first: the controller connects it.
+        host.handle(h4("04 3e 13 01 00 02 00 00 00 03 02 01 dc 1b 00 0c 00 00 00 c8 00 00"))
+        let c = try #require(try f.result?.get())
+        #expect(c.peer == Self.other && c.handle == 2)
+        #expect(central.acceptListConnect == nil)
+        #expect(ctl.unexpected.isEmpty)
+    }
+
+    @Test("cancelAcceptListConnect sends LE Create Connection Cancel; the attempt fails with connectAborted")
+    func cancel() throws {
+        let (ctl, host, central) = central()
+        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel),
+                                                             h4("04 3e 13 01 02 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
+        let f = central.startAcceptListConnect([Self.lamp])
+        _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
+        central.cancelAcceptListConnect()
+        _ = try host.pump(until: Instant.now().adding(ms: 300)) { f.isComplete }
+        #expect(throws: GAPError.connectAborted(Self.lamp)) { try f.result?.get() }
+        #expect(ctl.sentOpcodes == [0x2010, 0x2011, 0x200D, 0x200E])
+    }
+
+    @Test("a refused Add fails the attempt with the status and sends no LE Create Connection")
+    func addRefused() throws {
+        let (ctl, host, central) = central(addFails: true)
+        let f = central.startAcceptListConnect([Self.lamp])
+        _ = try host.pump(until: Instant.now().adding(ms: 300)) { f.isComplete }
+        #expect(throws: HCIError.commandFailed(.leAddDeviceToFilterAcceptList, HCIStatus(rawValue: 0x07))) { try f.result?.get() }
+        #expect(!ctl.sentOpcodes.contains(0x200D))
+    }
+
+    @Test("a direct connect queued behind the accept-list connect runs once that is cancelled")
+    func directAfterCancel() throws {
+        let (ctl, host, central) = central()
+        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel),
+                                                             h4("04 3e 13 01 02 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
+        let a = central.startAcceptListConnect([Self.lamp])
+        let d = central.startConnect(to: Self.other, timeoutMs: 2000)
+        _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
+        central.cancelAcceptListConnect()
+        _ = try host.pump(until: Instant.now().adding(ms: 300)) { ctl.sentOpcodes.filter { $0 == 0x200D }.count == 2 }
+        #expect(a.isComplete && !d.isComplete)
+        #expect(ctl.sentHex().last == "01 0d 20 19 10 00 10 00 00 00 03 02 01 dc 1b 00 01 06 00 0c 00 00 00 c8 00 00 00 00 00")
+    }
+
+    @Test("AcceptListWatch: a listed device heard for the deadline while pending means the list is ignored; unlisted devices and a reset do not count")
+    func watch() {
+        var w = AcceptListWatch(deadlineMs: 1500)
+        let t0 = Instant.now()
+        #expect(w.heard(Self.lamp, at: t0, pending: [Self.lamp]) == nil)
+        #expect(w.heard(Self.lamp, at: t0.adding(ms: 1000), pending: [Self.lamp]) == nil)
+        #expect(w.heard(Self.other, at: t0.adding(ms: 5000), pending: [Self.lamp]) == nil)
+        #expect(w.heard(Self.lamp, at: t0.adding(ms: 1600), pending: [Self.lamp]) == 1600)
+        w.reset()
+        #expect(w.heard(Self.lamp, at: t0.adding(ms: 1700), pending: [Self.lamp]) == nil)
+    }
+
+    @Test("supported commands and LE features gate the accept list, LE states, data length and 2M PHY")
+    func gating() throws {
+        var info = ControllerInfo()
+        info.supportedCommands = [UInt8](repeating: 0, count: 64)
+        #expect(!info.supportsAcceptList && !info.supportsReadSupportedStates && !info.supportsDataLength && !info.supports2MPHY)
+        info.supportedCommands[26] = 0xC0; info.supportedCommands[27] = 0x03; info.supportedCommands[28] = 0x08
+        #expect(info.supportsAcceptList && info.supportsReadSupportedStates)
+        info.supportedCommands[33] = 0x40; info.supportedCommands[35] = 0x40
+        #expect(!info.supportsDataLength && !info.supports2MPHY)  // the commands without the features
+        info.leFeatures = (1 << 5) | (1 << 8)
+        #expect(info.supportsDataLength && info.supports2MPHY)
+        // Bumble's controller: ffff3fffff030000 (no scanning beside initiating).
+        let bumble = try LEStates.decode(hex("ff ff 3f ff ff 03 00 00"))
+        #expect(!bumble.activeScanWhileInitiating && !bumble.passiveScanWhileInitiating)
+        let both = try LEStates.decode(hex("00 00 c0 00 00 00 00 00"))
+        #expect(both.activeScanWhileInitiating && both.passiveScanWhileInitiating)
+        #expect(throws: WireError.self) { try LEStates.decode([0x00]) }
+    }
+}
