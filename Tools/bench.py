@@ -39,7 +39,11 @@ from MQTT publish to the device's last Write Request (p50/p90/p99/max over
 writes after coalescing, ends on the last colour). Run it alone with
 `.venv/bin/python Tools/gatewaybench.py --attled .build/debug/attled`.
 
---sections picks sections (default: all four).
+Then "gateway-air" (issue 18, Tools/gatewayair.py): the air-time model of a
+gateway command on a fresh and on an idle link, on Root Canal (round trips x
+the interval in effect + latency x interval); at most 100 ms for a pycom lamp.
+
+--sections picks sections (default: all five).
 """
 
 from __future__ import annotations
@@ -353,7 +357,13 @@ def gateway_section(args: argparse.Namespace, figures: dict) -> int:
     return gatewaybench.run(gatewaybench.section_args(args.attled, args.gateway_n), figures)
 
 
-SECTIONS = ("compare", "multi", "binary", "gateway")
+def gateway_air_section(args: argparse.Namespace, figures: dict) -> int:
+    """The air-time model of a gateway command on a fresh and an idle link (Tools/gatewayair.py); returns failures."""
+    import gatewayair
+    return gatewayair.run(args.attled, figures)
+
+
+SECTIONS = ("compare", "multi", "binary", "gateway", "gateway-air")
 
 
 def main() -> int:
@@ -389,6 +399,8 @@ def main() -> int:
             binary_section(args, figures)
         if "gateway" in sections:
             failed += gateway_section(args, figures)
+        if "gateway-air" in sections:
+            failed += gateway_air_section(args, figures)
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=1))
         return 0 if not failed else 1

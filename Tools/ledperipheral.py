@@ -868,6 +868,8 @@ class LedPeripheral:
             peer=str(connection.peer_address).split("/")[0],
             peer_type=int(connection.peer_address.address_type),
             handle=connection.handle,
+            interval_ms=connection.parameters.connection_interval,
+            latency=connection.parameters.peripheral_latency,
         )
         connection.on(Connection.EVENT_DISCONNECTION, lambda reason: self._on_disconnection(connection, reason))
         self._watch_security(connection)

@@ -110,7 +110,7 @@ final class DeviceJob {
         return stack.startConnect(to: peer, timeoutMs: timeoutMs).map { [self] link in
             let c = link.connection
             let at = cached ? "\(target.name ?? "") at cached address \(peer), " : ""
-            report.done("\(at)handle 0x\(Hex.int(c.handle, width: 4)), interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms")
+            report.done("\(at)handle 0x\(Hex.int(c.handle, width: 4)), interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms\(c.airRequestSuffix)")
             return link
         }
     }

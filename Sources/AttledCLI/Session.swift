@@ -252,6 +252,10 @@ final class Session {
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
         let st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers, ownAddress: opts.ownAddress, identity: bonds)
         st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
+        // A one-shot job's few short PDUs gain nothing from the 2M PHY (one
+        // packet per connection event either way); links that stay up or
+        // carry long values ask for it.
+        if [.set, .get, .send].contains(opts.command) { st.central.airRequests = [.dataLength] }
         transport = t
         stack = st
         return st
@@ -266,7 +270,7 @@ final class Session {
             lines.append("  \(pad(t.request.name, 28)) \(pad(formatMs(us: t.end.usSince(t.start), decimals: 2), 7)) ms  -> \(rsp)")
         }
         let c = l.connection
-        lines.append("  connection interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms, latency \(c.latency), supervision timeout \(Int(c.supervisionTimeout) * 10) ms")
+        lines.append("  connection interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms, latency \(c.latency), supervision timeout \(Int(c.supervisionTimeout) * 10) ms, \(c.airDescription)")
         Console.err(lines.joined(separator: "\n"))
     }
 }

@@ -169,7 +169,7 @@ final class TargetRunner {
             r.begin(.connect)
             do {
                 let link = try stack.connect(to: known, timeoutMs: s.remaining(max: min(connectMs, 1000)))
-                r.done("\(name) at cached address \(known), handle 0x\(Hex.int(link.connection.handle, width: 4)), interval \(formatMs(us: link.connection.intervalMicroseconds, decimals: 2)) ms")
+                r.done("\(name) at cached address \(known), handle 0x\(Hex.int(link.connection.handle, width: 4)), interval \(formatMs(us: link.connection.intervalMicroseconds, decimals: 2)) ms\(link.connection.airRequestSuffix)")
                 s.tracedLinks.append(link)
                 return link
             } catch let e as GAPError {
@@ -194,7 +194,7 @@ final class TargetRunner {
         let cms = s.remaining(max: connectMs)
         guard cms > 0 else { throw RunError("the --timeout passed before connecting", .connectionFailed) }
         let link = try stack.connect(to: peer, timeoutMs: cms)
-        r.done("handle 0x\(Hex.int(link.connection.handle, width: 4)), interval \(formatMs(us: link.connection.intervalMicroseconds, decimals: 2)) ms")
+        r.done("handle 0x\(Hex.int(link.connection.handle, width: 4)), interval \(formatMs(us: link.connection.intervalMicroseconds, decimals: 2)) ms\(link.connection.airRequestSuffix)")
         if let n = t.name, opts.scanService == nil { s.cache?.remember(name: n, peer) }
         s.tracedLinks.append(link)
         return link

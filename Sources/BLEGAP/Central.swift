@@ -74,6 +74,16 @@ public final class LEConnection {
     public internal(set) var isConnected = true
     public internal(set) var disconnectReason: HCIStatus?
     public let connectedAt: Instant
+    /// LL payload octets each way (27 until an LE Data Length Change says more).
+    public internal(set) var txOctets: UInt16 = 27
+    public internal(set) var rxOctets: UInt16 = 27
+    /// PHYs each way (1: 1M, 2: 2M, 3: Coded), from LE PHY Update Complete.
+    public internal(set) var txPHY: UInt8 = 1
+    public internal(set) var rxPHY: UInt8 = 1
+    /// What was asked of the controller at connect ("data length 251, 2M PHY"), nil when nothing.
+    public internal(set) var airRequest: String?
+    /// Called when the data length or the PHY changed.
+    public var onAirChange: (() -> Void)?
     /// Run once at Disconnection Complete.
     var whenDisconnected: [() -> Void] = []
 
@@ -85,6 +95,15 @@ public final class LEConnection {
 
     /// Connection interval in microseconds.
     public var intervalMicroseconds: UInt64 { UInt64(interval) * 1250 }
+
+    /// ", asking data length 251, 2M PHY" for the connect line; "" when nothing was asked.
+    public var airRequestSuffix: String { airRequest.map { ", asking \($0)" } ?? "" }
+    /// "data length 251/251 octets, PHY 2M/2M" (TX/RX) as the link has them now.
+    public var airDescription: String {
+        let phy = txPHY == rxPHY ? LEPHYUpdateComplete.name(txPHY) : "\(LEPHYUpdateComplete.name(txPHY))/\(LEPHYUpdateComplete.name(rxPHY))"
+        let len = txOctets == rxOctets ? "\(txOctets)" : "\(txOctets)/\(rxOctets)"
+        return "data length \(len) octets, PHY \(phy)"
+    }
 }
 
 /// The GAP central role: scanning with host-side de-duplication and
@@ -120,6 +139,29 @@ public final class Central {
     public var onUnrequestedConnection: ((LEConnection) -> Bool)?
     /// Called when a connection ends (after `connections` forgot it).
     public var onDisconnection: ((LEConnection) -> Void)?
+    /// What to ask for on each new connection, each only where the
+    /// controller lists the command and the LE feature: the largest data
+    /// length (LE Set Data Length, 251 octets) and the 2M PHY (LE Set PHY).
+    /// Neither holds up ATT: the answers come as events. Default both.
+    public var airRequests: AirRequests = [.dataLength, .phy2M]
+
+    /// Asked of the controller on connect.
+    public struct AirRequests: OptionSet, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// LE Set Data Length: 251 octets.
+        public static let dataLength = AirRequests(rawValue: 1)
+        /// LE Set PHY: 2M each way (the link layers settle on 1M if the peer lacks it).
+        public static let phy2M = AirRequests(rawValue: 2)
+    }
+
+    /// LE Set PHY is answered by Command Status then LE PHY Update Complete;
+    /// a controller that lists it but never answers holds the command queue
+    /// only this long, once. (Bumble's virtual controller, company 0xFFFF, lists
+    /// it and never answers: it is not asked.)
+    public var phyCommandTimeoutMs = 500
+    /// Requests this controller refused as unknown or never answered: not sent again.
+    public private(set) var airGivenUp: AirRequests = []
 
     private var fragments: [DeviceAddress: [UInt8]] = [:]
     /// Live connections by handle.
@@ -417,6 +459,32 @@ public final class Central {
         }
     }
 
+    private func askForAirParameters(_ c: LEConnection) {
+        var asked: [String] = []
+        if airRequests.contains(.dataLength), info.supportsDataLength, !airGivenUp.contains(.dataLength) {
+            asked.append("data length 251")
+            host.enqueue(.leSetDataLength(handle: c.handle)) { [weak self] r in
+                // Refused: 27 octets stay. Unknown HCI Command (a controller that
+                // lists what it does not do, as Bumble's): not asked again.
+                if case let .failure(HCIError.commandFailed(_, st)) = HCIHost.returnParameters(.leSetDataLength(handle: c.handle), r),
+                   st == .unknownCommand { self?.airGivenUp.insert(.dataLength) }
+            }
+        }
+        if airRequests.contains(.phy2M), info.supports2MPHY, !airGivenUp.contains(.phy2M), info.version?.manufacturer != 0xFFFF {
+            asked.append("2M PHY")
+            host.enqueue(.leSetPHY(handle: c.handle), timeoutMs: phyCommandTimeoutMs) { [weak self] r in
+                // Refused or unanswered: 1M stays; unanswered or unknown: not asked again.
+                switch r {
+                case .failure(.commandTimeout): self?.airGivenUp.insert(.phy2M)
+                case .success(.status(let cs)) where cs.status == .unknownCommand: self?.airGivenUp.insert(.phy2M)
+                case .success(.complete(let cc)) where cc.status == .unknownCommand: self?.airGivenUp.insert(.phy2M)
+                default: break
+                }
+            }
+        }
+        c.airRequest = asked.isEmpty ? nil : asked.joined(separator: ", ")
+    }
+
     private func remove(_ a: Attempt, _ r: Result<LEConnection, any Error>) {
         attempts.removeAll { $0 === a }
         a.finish(r, host)
@@ -507,6 +575,7 @@ public final class Central {
                 let c = LEConnection(cc)
                 connections[cc.handle] = c
                 conn = c
+                askForAirParameters(c)
             }
             if let a = attempts.first, a.state != .queued, a.state != .done {
                 if let c = conn {
@@ -530,6 +599,16 @@ public final class Central {
         case .leConnectionUpdateComplete(let u):
             if u.status == .success, let c = connections[u.handle] {
                 c.interval = u.interval; c.latency = u.latency; c.supervisionTimeout = u.supervisionTimeout
+            }
+        case .leDataLengthChange(let d):
+            if let c = connections[d.handle] {
+                c.txOctets = d.maxTxOctets; c.rxOctets = d.maxRxOctets
+                c.onAirChange?()
+            }
+        case let .leMeta(sub, p) where sub == .phyUpdateComplete:
+            if let u = try? LEPHYUpdateComplete.decode(p), u.status == .success, let c = connections[u.handle] {
+                c.txPHY = u.txPHY; c.rxPHY = u.rxPHY
+                c.onAirChange?()
             }
         case .disconnectionComplete(let d):
             if d.status == .success, let c = connections.removeValue(forKey: d.handle) {

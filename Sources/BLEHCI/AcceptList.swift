@@ -51,3 +51,50 @@ public struct LEStates: Hashable, Sendable {
         return LEStates(rawValue: try r.u64("LE_States"))
     }
 }
+
+// MARK: - Data length and PHY (7.8.33, 7.8.49), asked for on connect where supported
+
+extension HCIOpcode {
+    public static let leSetDataLength = HCIOpcode(rawValue: 0x2022)
+    public static let leSetPHY = HCIOpcode(rawValue: 0x2032)
+}
+
+extension HCICommand {
+    /// LE Set Data Length (7.8.33): Connection_Handle, TX_Octets, TX_Time.
+    /// The default asks for the largest LL payload, 251 octets (2120 µs on the 1M PHY).
+    public static func leSetDataLength(handle: UInt16, txOctets: UInt16 = 251, txTime: UInt16 = 2120) -> HCICommand {
+        var w = ByteWriter(capacity: 6)
+        w.u16(handle); w.u16(txOctets); w.u16(txTime)
+        return HCICommand(.leSetDataLength, w.bytes)
+    }
+    /// LE Set PHY (7.8.49): Connection_Handle, All_PHYs 0 (a preference each way),
+    /// TX_PHYs and RX_PHYs (bit 1: LE 2M), PHY_Options 0.
+    public static func leSetPHY(handle: UInt16, tx: UInt8 = 0x02, rx: UInt8 = 0x02) -> HCICommand {
+        var w = ByteWriter(capacity: 7)
+        w.u16(handle); w.u8(0x00); w.u8(tx); w.u8(rx); w.u16(0x0000)
+        return HCICommand(.leSetPHY, w.bytes)
+    }
+}
+
+/// LE PHY Update Complete (7.7.65.12): the PHYs in use on a connection.
+public struct LEPHYUpdateComplete: Hashable, Sendable {
+    public var status: HCIStatus
+    public var handle: UInt16
+    public var txPHY: UInt8
+    public var rxPHY: UInt8
+
+    /// Decodes the subevent's parameters (after the subevent code).
+    /// - Throws: `WireError` when they are not exactly 5 octets.
+    public static func decode(_ p: [UInt8]) throws -> LEPHYUpdateComplete {
+        var r = ByteReader(p)
+        let v = LEPHYUpdateComplete(status: HCIStatus(rawValue: try r.u8("Status")), handle: try r.u16("Connection_Handle") & 0x0FFF,
+                                    txPHY: try r.u8("TX_PHY"), rxPHY: try r.u8("RX_PHY"))
+        try r.expectEnd("LE PHY Update Complete")
+        return v
+    }
+
+    /// "1M", "2M", "Coded" or the raw value.
+    public static func name(_ phy: UInt8) -> String {
+        switch phy { case 1: return "1M"; case 2: return "2M"; case 3: return "Coded"; default: return "PHY 0x\(Hex.int(phy, width: 2))" }
+    }
+}

@@ -169,9 +169,14 @@ public struct ConnectionParameters: Hashable, Sendable {
     public static let oneShot = ConnectionParameters(intervalMin: 0x0006, intervalMax: 0x000C, latency: 0, supervisionTimeout: 0x00C8)
 
     /// For a link kept up while idle (the gateway, after a quiet spell):
-    /// 100-200 ms, peripheral latency 4, 6 s supervision timeout: little air
-    /// time and power, and a write still lands within about 200 ms.
-    public static let idle = ConnectionParameters(intervalMin: 0x0050, intervalMax: 0x00A0, latency: 4, supervisionTimeout: 0x0258)
+    /// 30 ms, no peripheral latency, 4 s supervision timeout. LED lamps are
+    /// mains-powered, so the idle policy is chosen for the first command's
+    /// latency: a command's writes go out before the update back to the
+    /// short interval takes effect (its instant is at least 6 events away),
+    /// so a pycom colour (3 Write Requests) costs 3 x 30 = 90 ms of air time
+    /// on an idle link (`make bench` reports the model; it was up to 3 x 200
+    /// ms plus 4 skipped events at 100-200 ms with latency 4).
+    public static let idle = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0018, latency: 0, supervisionTimeout: 0x0190)
 
     /// The range checks of Core Vol 4 Part E 7.8.12: interval 7.5 ms..4 s, latency <= 499,
     /// timeout 100 ms..32 s and longer than (1 + latency) * interval_max * 2.

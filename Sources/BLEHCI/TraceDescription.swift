@@ -77,6 +77,23 @@ extension HCICommand {
         case .leLongTermKeyRequestNegativeReply:
             var r = ByteReader(parameters)
             f.append("Handle: \(try r.u16("Connection_Handle"))")
+        case .leAddDeviceToFilterAcceptList, .leRemoveDeviceFromFilterAcceptList:
+            var r = ByteReader(parameters)
+            let t = try r.u8("Address_Type")
+            let a = try BDAddress.read(&r)
+            try r.expectEnd("Filter Accept List entry")
+            f.append("Address: \(a) (\(t == 0 ? "public" : t == 1 ? "random" : t == 0xFF ? "anonymous" : h8(t)))")
+        case .leSetDataLength:
+            var r = ByteReader(parameters)
+            f += ["Handle: \(try r.u16("Connection_Handle"))", "TX octets: \(try r.u16("TX_Octets"))",
+                  "TX time: \(try r.u16("TX_Time")) usec"]
+            try r.expectEnd("LE Set Data Length")
+        case .leSetPHY:
+            var r = ByteReader(parameters)
+            f += ["Handle: \(try r.u16("Connection_Handle"))", "All PHYs: \(h8(try r.u8("All_PHYs")))",
+                  "TX PHYs: \(h8(try r.u8("TX_PHYs")))", "RX PHYs: \(h8(try r.u8("RX_PHYs")))",
+                  "PHY options: \(h16(try r.u16("PHY_Options")))"]
+            try r.expectEnd("LE Set PHY")
         default:
             f += Hex.lines(parameters)
         }
@@ -177,6 +194,10 @@ extension HCIEvent {
             return ["LE Data Length Change (0x07)",
                     "\(i)Handle: \(d.handle)", "\(i)Max TX octets: \(d.maxTxOctets)", "\(i)Max TX time: \(d.maxTxTime) usec",
                     "\(i)Max RX octets: \(d.maxRxOctets)", "\(i)Max RX time: \(d.maxRxTime) usec"]
+        case let .leMeta(sub, rest) where sub == .phyUpdateComplete && rest.count == 5:
+            guard let u = try? LEPHYUpdateComplete.decode(rest) else { return ["\(sub.name) (\(h8(sub.rawValue)))"] + Hex.lines(rest).map { i + $0 } }
+            return ["\(sub.name) (\(h8(sub.rawValue)))", "\(i)Status: \(u.status)", "\(i)Handle: \(u.handle)",
+                    "\(i)TX PHY: LE \(LEPHYUpdateComplete.name(u.txPHY))", "\(i)RX PHY: LE \(LEPHYUpdateComplete.name(u.rxPHY))"]
         case let .leMeta(sub, rest) where sub.rawValue == 0x05 && rest.count == 12:
             // LE Long Term Key Request (7.7.65.5), on a peripheral: Rand and EDIV name the key; masked.
             return ["\(sub.name) (\(h8(sub.rawValue)))", "\(i)Handle: \(UInt16(rest[0]) | UInt16(rest[1] & 0x0F) << 8)",

@@ -411,15 +411,22 @@ def tshark_fields(cap, *fields: str) -> list[list[str]]:
     return [line.split("\t") for line in r.stdout.splitlines()]
 
 
+# tshark's verdict of a malformed or erroneous packet, except a controller's
+# Command Complete with status 0x01 Unknown HCI Command: it rightly carries the
+# status alone (Vol 4 Part E 7.7.14), which tshark's dissector calls malformed
+# (Bumble's controller answers LE Set Data Length so, having listed it).
+MALFORMED = "(_ws.malformed || _ws.expert.severity == error) && !(bthci_evt.code == 0x0e && bthci_evt.status == 0x01)"
+
+
 def tshark_malformed(cap) -> list[str]:
-    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", "_ws.malformed || _ws.expert.severity == error"],
+    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", MALFORMED],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return [line for line in r.stdout.splitlines() if line.strip()]
 
 
 def tshark_malformed_rows(cap) -> list[list[str]]:
-    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", "_ws.malformed || _ws.expert.severity == error",
+    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", MALFORMED,
                         "-T", "fields", "-e", "frame.number", "-e", "btatt.opcode", "-e", "btatt.length",
                         "-e", "btl2cap.length", "-e", "btatt.handle"],
                        capture_output=True, text=True, timeout=60)
