@@ -107,4 +107,68 @@ struct AcceptListTests {
         #expect(both.activeScanWhileInitiating && both.passiveScanWhileInitiating)
         #expect(throws: WireError.self) { try LEStates.decode([0x00]) }
     }
+
+    /// A Central whose controller lists LE Set Data Length and LE Set PHY and has both features.
+    func airCentral(manufacturer: UInt16 = 0x000F, dataLengthStatus: UInt8 = 0x00) -> (ScriptedController, HCIHost, Central) {
+        let ctl = ScriptedController()
+        ctl.when(command: .leSetDataLength, reply: [Ev.complete(.leSetDataLength, dataLengthStatus == 0 ? [0x00, 0x01, 0x00] : [dataLengthStatus])])
+        ctl.when(command: .leSetPHY, reply: [Ev.status(.leSetPHY), h4("04 3e 06 0c 00 01 00 02 02")])
+        let host = HCIHost(transport: ctl)
+        host.interruptible = false
+        var info = ControllerInfo()
+        info.supportedCommands = [UInt8](repeating: 0, count: 64)
+        info.supportedCommands[33] = 0x40; info.supportedCommands[35] = 0x40
+        info.leFeatures = (1 << 5) | (1 << 8)
+        info.version = LocalVersion(hciVersion: 0x0C, hciRevision: 0, lmpVersion: 0x0C, manufacturer: manufacturer, lmpSubversion: 0)
+        let central = Central(host: host, info: info)
+        central.onUnrequestedConnection = { _ in true }  // kept: the tests connect with no attempt
+        return (ctl, host, central)
+    }
+
+    static let connected = h4("04 3e 13 01 00 01 00 00 01 55 44 33 22 11 c0 0c 00 00 00 c8 00 00")
+
+    @Test("on connect: LE Set Data Length 251/2120 and LE Set PHY 2M; the events update the connection")
+    func airRequests() throws {
+        let (ctl, host, central) = airCentral()
+        host.handle(Self.connected)
+        _ = try host.pump(until: Instant.now().adding(ms: 100)) { false }
+        #expect(ctl.sentHex() == ["01 22 20 06 01 00 fb 00 48 08", "01 32 20 07 01 00 00 02 02 00 00"])
+        let c = try #require(central.connections[1])
+        #expect(c.airRequest == "data length 251, 2M PHY")
+        host.handle(h4("04 3e 0b 07 01 00 fb 00 48 08 fb 00 48 08"))
+        #expect(c.txOctets == 251 && c.rxOctets == 251 && c.txPHY == 2 && c.rxPHY == 2)
+        #expect(c.airDescription == "data length 251 octets, PHY 2M")
+    }
+
+    @Test("nothing is asked where the commands are not listed, only what airRequests names, and not LE Set PHY of a company-0xFFFF controller")
+    func airRequestsGated() throws {
+        let (ctl, host, central) = central()
+        central.onUnrequestedConnection = { _ in true }
+        host.handle(Self.connected)
+        _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
+        #expect(ctl.sentHex().isEmpty && central.connections[1]?.airRequest == nil)
+
+        let (ctl2, host2, central2) = airCentral()
+        central2.airRequests = [.dataLength]
+        host2.handle(Self.connected)
+        _ = try host2.pump(until: Instant.now().adding(ms: 50)) { false }
+        #expect(ctl2.sentOpcodes == [0x2022])
+
+        let (ctl3, host3, central3) = airCentral(manufacturer: 0xFFFF)
+        host3.handle(Self.connected)
+        _ = try host3.pump(until: Instant.now().adding(ms: 50)) { false }
+        #expect(ctl3.sentOpcodes == [0x2022])
+        #expect(central3.connections[1]?.airRequest == "data length 251")
+    }
+
+    @Test("LE Set Data Length refused as Unknown HCI Command is not sent on the next connection")
+    func dataLengthGivenUp() throws {
+        let (ctl, host, central) = airCentral(dataLengthStatus: 0x01)
+        host.handle(Self.connected)
+        _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
+        #expect(central.airGivenUp == [.dataLength])
+        host.handle(h4("04 3e 13 01 00 02 00 00 01 55 44 33 22 11 c0 0c 00 00 00 c8 00 00"))
+        _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
+        #expect(ctl.sentOpcodes == [0x2022, 0x2032, 0x2032])
+    }
 }
