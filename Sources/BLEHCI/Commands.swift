@@ -83,7 +83,11 @@ public enum EventMasks {
     /// LE Connection Complete (0), Advertising Report (1), Connection Update Complete (2),
     /// Remote Features (3), Data Length Change (6), Enhanced Connection Complete (9),
     /// PHY Update Complete (11), Extended Advertising Report (12), Channel Selection Algorithm (19).
-    public static let le: UInt64 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 6) | (1 << 9) | (1 << 11) | (1 << 12) | (1 << 19)
+    public static let le: UInt64 = {
+        // Bit by bit: Swift 6.0's type checker gives up on one nine-term expression.
+        let bits: [UInt64] = [0, 1, 2, 3, 6, 9, 11, 12, 19]
+        return bits.reduce(UInt64(0)) { $0 | (UInt64(1) << $1) }
+    }()
 }
 
 /// LE Set Scan Parameters (Core Vol 4 Part E 7.8.10). Interval and window in 0.625 ms units.

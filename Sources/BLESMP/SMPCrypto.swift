@@ -139,7 +139,13 @@ public enum SMPCrypto {
         try check(n2, 16, "N2")
         let t = try cmacLE(key: f5Salt, w)
         // Least significant first: Length (256), A2, A1, N2, N1, keyID, Counter.
-        let body: [UInt8] = [0x00, 0x01] + address56(a2) + address56(a1) + n2 + n1 + f5KeyID
+        // Built in steps: Swift 6.0's type checker gives up on one long sum.
+        var body: [UInt8] = [0x00, 0x01]
+        body += address56(a2)
+        body += address56(a1)
+        body += n2
+        body += n1
+        body += f5KeyID
         let macKey = try cmacLE(key: t, body + [0])
         let ltk = try cmacLE(key: t, body + [1])
         return (macKey, ltk)
@@ -248,7 +254,7 @@ public final class P256KeyPair {
             throw .openssl(operation: "P-256 public key export")
         }
         key = k
-        publicKey = x.reversed() + y.reversed()
+        publicKey = Array(x.reversed()) + Array(y.reversed())
     }
 
     deinit { attled_p256_free(key) }
@@ -263,7 +269,7 @@ public final class P256KeyPair {
     ///   `SMPCryptoError.invalidPublicKey`; `SMPCryptoError.openssl` if ECDH fails otherwise.
     public func dhKey(peerPublicKey: [UInt8]) throws(SMPCryptoError) -> [UInt8] {
         try SMPCrypto.check(peerPublicKey, 64, "public key")
-        let point = [0x04] + peerPublicKey.prefix(32).reversed() + peerPublicKey.suffix(32).reversed()
+        let point: [UInt8] = [0x04] + Array(peerPublicKey.prefix(32).reversed()) + Array(peerPublicKey.suffix(32).reversed())
         var out = [UInt8](repeating: 0, count: 32)
         switch attled_p256_derive(key, point, &out) {
         case 1: return out.reversed()
@@ -276,7 +282,7 @@ public final class P256KeyPair {
     /// point on P-256.
     public static func isValidPublicKey(_ key: [UInt8]) -> Bool {
         guard key.count == 64 else { return false }
-        let point = [0x04] + key.prefix(32).reversed() + key.suffix(32).reversed()
+        let point: [UInt8] = [0x04] + Array(key.prefix(32).reversed()) + Array(key.suffix(32).reversed())
         return attled_p256_is_valid_point(point) == 1
     }
 }

@@ -311,7 +311,8 @@ struct HALightStateTests {
     func readBack() throws {
         let dark = LightState.readBack(.black)
         #expect(!dark.on)
-        #expect(dark.applying(try command(#"{"state":"ON"}"#)).deviceColor == .white)
+        let on = try command(#"{"state":"ON"}"#)
+        #expect(dark.applying(on).deviceColor == .white)
         let lit = LightState.readBack(LightColor(10, 20, 30))
         #expect(lit == LightState(on: true, color: LightColor(10, 20, 30), brightness: 255))
         #expect(lit.deviceColor == LightColor(10, 20, 30))
