@@ -9,6 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
+.PHONY: check-debian-swift
 .PHONY: all build release bench soak soak-gateway soak-gateway-run fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
@@ -105,6 +106,11 @@ fuzz: deps
 # kernel in a qemu guest, hci_vhci bridged over virtio-serial to a Bumble controller.
 test-kernel: setup
 	Tools/kernelvm/run.sh
+
+# attled and its unit tests with Debian 13's own Swift (swiftlang 6.0.3) in a
+# trixie chroot (made once under .build/debian; needs root).
+check-debian-swift:
+	Tools/debian/check-swift.sh
 
 clean:
 	rm -rf .build

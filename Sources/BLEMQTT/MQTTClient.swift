@@ -461,10 +461,17 @@ public final class MQTTClient {
     }
 
     private func didDisconnect(_ rc: Int32) {
+        var code = MosquittoCode(rc)
+        // libmosquitto 2.0.21 with OpenSSL 3.5 (Debian 13) ends a TLS handshake
+        // that failed for good in the loop (the broker's certificate does not
+        // verify) with MOSQ_ERR_ERRNO and errno EPROTO, where 2.0.11 (Debian 12)
+        // says MOSQ_ERR_TLS. Before any CONNACK on a TLS connection that is the
+        // handshake's failure: say so.
+        if code == .errno, Glibc.errno == EPROTO, options.tlsCAFile != nil, state == .connecting { code = .tls }
         disconnectsReported &+= 1
         state = .disconnected
         connectPending = false
-        onDisconnect?(MosquittoCode(rc))
+        onDisconnect?(code)
     }
 
     private func didReceive(_ m: mosquitto_message) {

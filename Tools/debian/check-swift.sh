@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# make check-debian-swift: attled and its unit tests with Debian 13's own Swift
+# (swiftlang 6.0.3), in a trixie amd64 chroot made here with debootstrap.
+#
+# Cached under .build/debian/: the chroot (debootstrap, then swiftlang and the
+# -dev packages) is made once; a second run copies the sources in and builds.
+# The build directory inside the chroot is kept too (incremental).
+# Needs root (debootstrap, chroot, mount). Every step has a deadline.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}
+CHROOT=$CACHE/trixie-amd64
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PACKAGES="swiftlang libbluetooth-dev libmosquitto-dev libssl-dev libstdc++-14-dev ca-certificates"
+START=$(date +%s)
+
+say() { printf 'check-debian-swift: %s\n' "$*"; }
+die() { say "error: $*"; exit 1; }
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+
+[ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and mount): run it with sudo"
+command -v debootstrap >/dev/null || {
+    say "installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || die "apt-get install debootstrap failed"
+}
+mkdir -p "$CACHE"
+
+mounted=()
+cleanup() {
+    local m
+    for (( i=${#mounted[@]}-1; i>=0; i-- )); do m=${mounted[$i]}; umount -l "$m" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+if [ ! -f "$CHROOT/.debootstrap-done" ]; then
+    t=$(date +%s)
+    say "debootstrap trixie (amd64) into $CHROOT"
+    rm -rf "$CHROOT"
+    timeout 1800 debootstrap --variant=minbase --components=main trixie "$CHROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+        || die "debootstrap failed (see $CACHE/debootstrap.log)"
+    touch "$CHROOT/.debootstrap-done"
+    say "chroot made in $(since "$t")"
+fi
+
+mount --bind /proc "$CHROOT/proc"; mounted+=("$CHROOT/proc")
+mount --bind /dev "$CHROOT/dev"; mounted+=("$CHROOT/dev")
+cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+
+if [ ! -f "$CHROOT/.packages-done" ] || [ "$(cat "$CHROOT/.packages-done")" != "$PACKAGES" ]; then
+    t=$(date +%s)
+    say "installing $PACKAGES"
+    timeout 1500 chroot "$CHROOT" bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES" \
+        >"$CACHE/apt.log" 2>&1 || die "apt-get in the chroot failed (see $CACHE/apt.log)"
+    echo "$PACKAGES" > "$CHROOT/.packages-done"
+    say "packages installed in $(since "$t")"
+fi
+say "$(chroot "$CHROOT" swift --version 2>&1 | head -n 1)"
+
+# The sources as they are now (committed or not), without build products.
+mkdir -p "$CHROOT/src"
+tar -C "$ROOT" --exclude=./.build --exclude=./.venv --exclude=./.git -cf - . | (rm -rf "$CHROOT/src/attled" && mkdir -p "$CHROOT/src/attled" && tar -C "$CHROOT/src/attled" -xf -)
+
+run() { # label timeout command...
+    local label=$1 limit=$2; shift 2
+    local t; t=$(date +%s)
+    say "$label"
+    if ! timeout "$limit" chroot "$CHROOT" bash -c "cd /src/attled && $*" >"$CACHE/$label.log" 2>&1; then
+        tail -n 30 "$CACHE/$label.log"
+        die "$label failed (see $CACHE/$label.log)"
+    fi
+    say "$label: ok in $(since "$t")"
+}
+run release 1800 "swift build -c release --build-path /build/release"
+run build-tests 1800 "swift build --build-tests --build-path /build/debug"
+run unit-tests 600 "swift test --skip-build --build-path /build/debug"
+grep -E "Test run with [0-9]+ tests" "$CACHE/unit-tests.log" | tail -n 1
+say "done in $(since "$START") (Swift 6.0.3 from Debian 13: release build, tests built and passed)"
