@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
-.PHONY: check-debian-swift
+.PHONY: check-debian-swift arm64
 .PHONY: all build release bench soak soak-gateway soak-gateway-run fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
@@ -111,6 +111,12 @@ test-kernel: setup
 # trixie chroot (made once under .build/debian; needs root).
 check-debian-swift:
 	Tools/debian/check-swift.sh
+
+# aarch64 builds with Debian 13's Swift, cross-compiled in that chroot against
+# trixie's arm64 packages: .build/arm64/release/attled (Debian 13's shared
+# libraries) and .build/arm64/static/attled (fully static, no gateway).
+arm64:
+	Tools/debian/arm64.sh
 
 clean:
 	rm -rf .build

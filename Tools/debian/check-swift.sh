@@ -6,6 +6,7 @@
 # -dev packages) is made once; a second run copies the sources in and builds.
 # The build directory inside the chroot is kept too (incremental).
 # Needs root (debootstrap, chroot, mount). Every step has a deadline.
+# --chroot-only: make the chroot and stop (Tools/debian/arm64.sh uses it).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -56,6 +57,7 @@ if [ ! -f "$CHROOT/.packages-done" ] || [ "$(cat "$CHROOT/.packages-done")" != "
     say "packages installed in $(since "$t")"
 fi
 say "$(chroot "$CHROOT" swift --version 2>&1 | head -n 1)"
+[ "${1:-}" = "--chroot-only" ] && exit 0
 
 # The sources as they are now (committed or not), without build products.
 mkdir -p "$CHROOT/src"
