@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
-.PHONY: check-debian-swift arm64
+.PHONY: check-debian-swift arm64 test-arm64
 .PHONY: all build release bench soak soak-gateway soak-gateway-run fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
@@ -117,6 +117,10 @@ check-debian-swift:
 # libraries) and .build/arm64/static/attled (fully static, no gateway).
 arm64:
 	Tools/debian/arm64.sh
+
+# The aarch64 build does the main job under qemu-aarch64 against the virtual world.
+test-arm64: setup
+	Tools/debian/test-arm64.sh
 
 clean:
 	rm -rf .build
