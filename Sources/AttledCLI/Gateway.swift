@@ -126,10 +126,11 @@ final class Gateway {
     /// transport and initialises the controller, with backoff, serving the
     /// broker meanwhile.
     func recover(_ old: BLEStack) throws -> BLEStack {
-        for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
-        connecting = nil
+        // No accept-list connect on the controller being dropped: decided anew on the next.
         reconnectPath = .unknown
         acceptArming = false
+        for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
+        connecting = nil
         old.central.onDeviceUpdate = nil
         old.central.onDeviceSeen = nil
         old.central.onDisconnection = nil
