@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
-.PHONY: check-debian-swift arm64 test-arm64
+.PHONY: check-debian-swift arm64 test-arm64 deb
 .PHONY: all build release bench soak soak-gateway soak-gateway-run fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
@@ -121,6 +121,11 @@ arm64:
 # The aarch64 build does the main job under qemu-aarch64 against the virtual world.
 test-arm64: setup
 	Tools/debian/test-arm64.sh
+
+# attled_VERSION_amd64.deb and _arm64.deb for Debian 13 in .build/deb (dpkg-deb,
+# Depends from dpkg-shlibdeps; installed, run, verified and removed in the chroot).
+deb:
+	Tools/debian/deb.sh
 
 clean:
 	rm -rf .build

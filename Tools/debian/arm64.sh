@@ -13,6 +13,9 @@
 # builds. With qemu-user-static registered (binfmt_misc) it runs the result's
 # --help under qemu-aarch64 as a check. Needs root.
 set -euo pipefail
+# Mounts (proc, dev in the chroot) in a private mount namespace: they end with
+# this process however it ends, so nothing under .build stays bound to the host.
+if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}
@@ -88,7 +91,7 @@ build() { # label env swift-build-args...
     fi
     say "$label: ok in $(since "$t")"
 }
-build release "" --build-path /build/arm64 --static-swift-stdlib -Xlinker -s
+build release "" --build-path /build/arm64 --static-swift-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
 build static "ATTLED_NO_MQTT=1" --build-path /build/arm64-static --static-swift-stdlib -Xswiftc -static-executable -Xlinker -s -Xlinker -lz -Xlinker -lzstd
 
 mkdir -p "$OUT/release" "$OUT/static"

@@ -8,6 +8,9 @@
 # Needs root (debootstrap, chroot, mount). Every step has a deadline.
 # --chroot-only: make the chroot and stop (Tools/debian/arm64.sh uses it).
 set -euo pipefail
+# Mounts (proc, dev in the chroot) in a private mount namespace: they end with
+# this process however it ends, so nothing under .build stays bound to the host.
+if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}

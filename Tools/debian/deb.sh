@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# make deb: attled_VERSION_amd64.deb and attled_VERSION_arm64.deb for Debian 13,
+# built with dpkg-deb in the trixie chroot of check-swift.sh: the binary (Swift
+# runtime static, Debian 13's shared libraries), the gateway's systemd unit
+# (Tools/attled-gateway.service, hardened as it is, paths moved to /usr/bin),
+# /etc/default/attled-gateway (its arguments; a conffile), a man page made from
+# `attled --help`, copyright and changelog. Depends comes from dpkg-shlibdeps.
+# Each package is then installed in the chroot (arm64 through multiarch and
+# qemu-aarch64), `attled --help` run, the unit checked by systemd-analyze
+# verify, and removed; lintian's errors fail the build. Needs root.
+set -euo pipefail
+# Mounts (proc, dev in the chroot) in a private mount namespace: they end with
+# this process however it ends, so nothing under .build stays bound to the host.
+if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}
+CHROOT=$CACHE/trixie-amd64
+OUT=$ROOT/.build/deb
+START=$(date +%s)
+say() { printf 'deb: %s\n' "$*"; }
+die() { say "error: $*"; exit 1; }
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+[ "$(id -u)" = 0 ] || die "needs root (chroot and mount): run it with sudo"
+# The maintainer: the repository's author of record (MAINTAINER overrides).
+MAINTAINER=${MAINTAINER:-$(git -C "$ROOT" log -1 --format='%an <%ae>' 2>/dev/null || echo "attled maintainers <attled@example.org>")}
+VERSION=$(sed -n 's/.*static let version = "attled \([0-9][0-9.]*\)".*/\1/p' "$ROOT/Sources/AttledCLI/Options.swift")
+[ -n "$VERSION" ] || die "cannot read the version from Sources/AttledCLI/Options.swift"
+
+# The arm64 binary (and the chroot, and the amd64 sources in it).
+"$ROOT/Tools/debian/arm64.sh" >"$CACHE/deb-arm64.log" 2>&1 || { tail -20 "$CACHE/deb-arm64.log"; die "make arm64 failed"; }
+
+mounted=()
+cleanup() { for (( i=${#mounted[@]}-1; i>=0; i-- )); do umount -l "${mounted[$i]}" 2>/dev/null || true; done; }
+trap cleanup EXIT
+mount --bind /proc "$CHROOT/proc"; mounted+=("$CHROOT/proc")
+mount --bind /dev "$CHROOT/dev"; mounted+=("$CHROOT/dev")
+in_chroot() { timeout "$1" chroot "$CHROOT" bash -c "set -euo pipefail; $2"; }
+
+TOOLS="dpkg-dev lintian systemd fakeroot libc6:arm64 libssl3t64:arm64 libmosquitto1:arm64 libstdc++6:arm64 libgcc-s1:arm64"
+if [ "$(cat "$CHROOT/.deb-tools-done" 2>/dev/null)" != "$TOOLS" ]; then
+    t=$(date +%s)
+    say "installing $TOOLS in the chroot"
+    in_chroot 1800 "dpkg --add-architecture arm64; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $TOOLS" \
+        >"$CACHE/deb-apt.log" 2>&1 || { tail -20 "$CACHE/deb-apt.log"; die "apt-get in the chroot failed"; }
+    echo "$TOOLS" > "$CHROOT/.deb-tools-done"
+    say "tools installed in $(since "$t")"
+fi
+
+t=$(date +%s)
+say "amd64 release build (Swift 6.0.3, runtime static)"
+in_chroot 2400 "cd /src/attled && swift build -c release --build-path /build/release-static --static-swift-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now --product attled" \
+    >"$CACHE/deb-amd64-build.log" 2>&1 || { tail -30 "$CACHE/deb-amd64-build.log"; die "the amd64 build failed"; }
+say "amd64 built in $(since "$t")"
+mkdir -p "$CHROOT/pkg"
+cp "$CHROOT/build/release-static/release/attled" "$CHROOT/pkg/attled-amd64"
+cp "$ROOT/.build/arm64/release/attled" "$CHROOT/pkg/attled-arm64"
+cp "$ROOT/Tools/attled-gateway.service" "$CHROOT/pkg/attled-gateway.service"
+
+mkdir -p "$OUT"
+for arch in amd64 arm64; do
+    say "attled_${VERSION}_${arch}.deb"
+    in_chroot 600 "
+        p=/pkg/attled_${arch}; rm -rf \$p /pkg/work; mkdir -p \$p/DEBIAN \$p/usr/bin \$p/usr/lib/systemd/system \$p/etc/default \
+            \$p/usr/share/doc/attled \$p/usr/share/man/man1 /pkg/work/debian
+        install -m 0755 /pkg/attled-$arch \$p/usr/bin/attled
+        sed -e 's|/usr/local/bin/attled|/usr/bin/attled|' -e 's|file:///usr/local/share/doc/attled/README.md|man:attled(1)|' \
+            -e 's|^Environment=ATTLED_ARGS=.*|Environment=ATTLED_ARGS=\"-i hci0 --mqtt 127.0.0.1:1883\"\nEnvironmentFile=-/etc/default/attled-gateway|' \
+            /pkg/attled-gateway.service > \$p/usr/lib/systemd/system/attled-gateway.service
+        chmod 0644 \$p/usr/lib/systemd/system/attled-gateway.service
+        printf '%s\n' '# Arguments of attled gateway (attled(1)): the adapter, the broker, the lamps.' \
+            '# The password belongs in a credential file (see the unit), never here.' \
+            'ATTLED_ARGS=\"-i hci0 --mqtt 127.0.0.1:1883\"' > \$p/etc/default/attled-gateway
+        echo /etc/default/attled-gateway > \$p/DEBIAN/conffiles
+        { echo '.TH ATTLED 1 \"\" \"attled $VERSION\" \"User Commands\"'; echo '.SH NAME'
+          echo 'attled \\- drive Bluetooth LE lamps over HCI, bridge them to MQTT'
+          echo '.SH DESCRIPTION'; echo '.nf'
+          /pkg/attled-amd64 --help 2>&1 | sed -e 's/\\\\/\\\\e/g' -e \"s/^[.']/\\\\\\\\\\&&/\"
+          echo '.fi'; } | gzip -9n > \$p/usr/share/man/man1/attled.1.gz
+        printf '%s\n' 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' 'Upstream-Name: attled' '' \
+            'Files: *' 'Copyright: 2026 the attled authors' 'License: see the project repository' > \$p/usr/share/doc/attled/copyright
+        printf 'attled (%s) unstable; urgency=medium\n\n  * Built by make deb.\n\n -- $MAINTAINER  %s\n' \
+            '$VERSION' \"\$(date -R)\" | gzip -9n > \$p/usr/share/doc/attled/changelog.gz
+        cd /pkg/work; printf 'Source: attled\n\nPackage: attled\nArchitecture: any\n' > debian/control
+        deps=\$(DEB_HOST_ARCH=$arch dpkg-shlibdeps -O -e\$p/usr/bin/attled 2>dpkg-shlibdeps.err | sed -n 's/^shlibs:Depends=//p') || true
+        [ -n \"\$deps\" ] || { cat dpkg-shlibdeps.err >&2; echo 'dpkg-shlibdeps found no dependencies' >&2; exit 1; }
+        size=\$(du -sk --exclude=DEBIAN \$p | cut -f1)
+        printf 'Package: attled\nVersion: %s\nArchitecture: %s\nMaintainer: $MAINTAINER\nInstalled-Size: %s\nDepends: %s\nSection: net\nPriority: optional\nHomepage: https://example.invalid/attled\nDescription: Bluetooth LE host stack and LED lamp tool over HCI\n attled drives a Bluetooth LE controller directly over HCI (no bluetoothd)\n to find, set and read LED lamps, and bridges them to MQTT and Home\n Assistant (attled gateway, with a hardened systemd unit).\n' \
+            '$VERSION' $arch \$size \"\$deps\" > \$p/DEBIAN/control
+        fakeroot dpkg-deb --build --root-owner-group \$p /pkg/attled_${VERSION}_${arch}.deb > /dev/null
+        echo \"Depends: \$deps\"
+        lintian --no-tag-display-limit /pkg/attled_${VERSION}_${arch}.deb > /pkg/lintian-$arch.txt 2>&1 || true
+        grep -c '^E:' /pkg/lintian-$arch.txt > /pkg/lintian-$arch.errors || true
+    " | sed 's/^/  /' || die "building the $arch package failed"
+    cp "$CHROOT/pkg/attled_${VERSION}_${arch}.deb" "$CHROOT/pkg/lintian-$arch.txt" "$OUT/"
+    errors=$(cat "$CHROOT/pkg/lintian-$arch.errors")
+    grep -E '^(E|W):' "$OUT/lintian-$arch.txt" | sed 's/^/  lintian: /' || true
+    [ "$errors" = 0 ] || die "lintian: $errors error(s) in the $arch package (see $OUT/lintian-$arch.txt)"
+    say "install, run, verify and remove the $arch package in the chroot"
+    in_chroot 300 "dpkg -i /pkg/attled_${VERSION}_${arch}.deb > /dev/null
+        attled --help > /dev/null
+        systemd-analyze verify /usr/lib/systemd/system/attled-gateway.service
+        test -f /etc/default/attled-gateway
+        dpkg -r attled > /dev/null; ! command -v attled > /dev/null; dpkg --purge attled > /dev/null; ! test -e /etc/default/attled-gateway" \
+        || die "the $arch package did not install, run and remove cleanly"
+    say "$(stat -c %s "$OUT/attled_${VERSION}_${arch}.deb") bytes: ${OUT#$ROOT/}/attled_${VERSION}_${arch}.deb (installed, ran, removed)"
+done
+say "done in $(since "$START")"
