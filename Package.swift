@@ -61,9 +61,13 @@ let package = Package(
         // depends on this module.
         .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),
+        // libmosquitto.so.1 opened with dlopen when the gateway first needs it:
+        // trampolines for the functions BLEMQTT calls (a one-shot run maps none
+        // of libmosquitto, libssl, libcares, libcjson).
+        .target(name: "CMosquittoLoader", linkerSettings: [.linkedLibrary("dl")]),
         // MQTT client over libmosquitto driven by the owner's poll loop, Home
         // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
-        .target(name: "BLEMQTT", dependencies: ["BLEWire", "CMosquitto"], swiftSettings: strict),
+        .target(name: "BLEMQTT", dependencies: ["BLEWire", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
                     dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import BLEWire
 import CMosquitto
+import CMosquittoLoader
 
 // MARK: - Codes libmosquitto and the broker hand back
 
@@ -84,6 +85,8 @@ public enum MQTTError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidArgument(String)
     /// `runUntil` reached its deadline before its condition held.
     case timedOut(String)
+    /// libmosquitto.so.1 could not be loaded (dlopen's reason).
+    case libraryMissing(String)
 
     public var description: String {
         switch self {
@@ -96,6 +99,8 @@ public enum MQTTError: Error, Equatable, Sendable, CustomStringConvertible {
             return text
         case .invalidArgument(let what): return "mqtt: \(what)"
         case .timedOut(let what): return "mqtt: timed out waiting for \(what)"
+        case .libraryMissing(let why):
+            return "mqtt: cannot load libmosquitto.so.1 (\(why)); the gateway needs Debian's libmosquitto1: apt install libmosquitto1"
         }
     }
 
@@ -246,6 +251,9 @@ public final class MQTTClient {
         if let u = options.username { try MQTTClient.checkText(u, "user name") }
         if let p = options.password { try MQTTClient.checkText(p, "password") }
         if let w = options.will { try MQTTClient.checkText(w.topic, "will topic") }
+        guard attled_mosquitto_open() == 0 else {
+            throw .libraryMissing(attled_mosquitto_error().map { String(cString: $0) } ?? "dlopen failed")
+        }
         let initResult = MQTTClient.libraryInit
         guard initResult == MOSQ_ERR_SUCCESS.rawValue else {
             throw .library(operation: "lib_init", code: MosquittoCode(initResult), errno: 0)

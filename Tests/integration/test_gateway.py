@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -696,3 +697,15 @@ def test_a_lamp_that_advertises_once_a_second_is_reconnected_at_its_first_advert
     s.command("Lamp1", {"state": "ON", "color": {"r": 4, "g": 5, "b": 6}})
     dev.wait_event({"event": "state", "device": "Lamp1", "rgb": [4, 5, 6]})
     s.stop(signal.SIGTERM)
+
+
+def test_the_binary_loads_libmosquitto_only_for_the_gateway():
+    """Issue 19: the one-shot job stays lean: attled does not link libmosquitto
+    (nor libssl through it); the gateway opens libmosquitto.so.1 itself (every
+    gateway test here runs through that path)."""
+    from conftest import ATTLED
+    r = subprocess.run(["readelf", "-d", str(ATTLED)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    needed = [line.split("[")[1].rstrip("]") for line in r.stdout.splitlines() if "(NEEDED)" in line]
+    assert needed, r.stdout
+    assert not any(n.startswith(("libmosquitto", "libssl.")) for n in needed), needed

@@ -4,7 +4,8 @@
 # runtime static, Debian 13's shared libraries), the gateway's systemd unit
 # (Tools/attled-gateway.service, hardened as it is, paths moved to /usr/bin),
 # /etc/default/attled-gateway (its arguments; a conffile), a man page made from
-# `attled --help`, copyright and changelog. Depends comes from dpkg-shlibdeps.
+# `attled --help`, copyright and changelog. Depends comes from dpkg-shlibdeps,
+# plus libmosquitto1 from its shlibs file (the gateway opens it with dlopen).
 # Each package is then installed in the chroot (arm64 through multiarch and
 # qemu-aarch64), `attled --help` run, the unit checked by systemd-analyze
 # verify, and removed; lintian's errors fail the build. Needs root.
@@ -83,6 +84,11 @@ for arch in amd64 arm64; do
         cd /pkg/work; printf 'Source: attled\n\nPackage: attled\nArchitecture: any\n' > debian/control
         deps=\$(DEB_HOST_ARCH=$arch dpkg-shlibdeps -O -e\$p/usr/bin/attled 2>dpkg-shlibdeps.err | sed -n 's/^shlibs:Depends=//p') || true
         [ -n \"\$deps\" ] || { cat dpkg-shlibdeps.err >&2; echo 'dpkg-shlibdeps found no dependencies' >&2; exit 1; }
+        # The library the gateway opens with dlopen (dpkg-shlibdeps cannot see it):
+        # its package and minimal version from that package's own shlibs file.
+        mosq=\$(awk '\$1 == \"libmosquitto\" && \$2 == \"1\" { \$1 = \"\"; \$2 = \"\"; sub(/^ +/, \"\"); print; exit }' /var/lib/dpkg/info/libmosquitto1:$arch.shlibs)
+        [ -n \"\$mosq\" ] || { echo 'no shlibs entry for libmosquitto.so.1' >&2; exit 1; }
+        case \"\$deps\" in *libmosquitto1*) ;; *) deps=\"\$deps, \$mosq\" ;; esac
         size=\$(du -sk --exclude=DEBIAN \$p | cut -f1)
         printf 'Package: attled\nVersion: %s\nArchitecture: %s\nMaintainer: $MAINTAINER\nInstalled-Size: %s\nDepends: %s\nSection: net\nPriority: optional\nHomepage: https://example.invalid/attled\nDescription: Bluetooth LE host stack and LED lamp tool over HCI\n attled drives a Bluetooth LE controller directly over HCI (no bluetoothd)\n to find, set and read LED lamps, and bridges them to MQTT and Home\n Assistant (attled gateway, with a hardened systemd unit).\n' \
             '$VERSION' $arch \$size \"\$deps\" > \$p/DEBIAN/control

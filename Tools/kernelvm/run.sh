@@ -189,6 +189,14 @@ install_bin() {
 }
 install_bin "$attled" attled
 install_bin "$attled_gw" attled-gw
+# The gateway opens libmosquitto.so.1 itself (dlopen; ldd does not list it):
+# the library and what it needs go in too.
+mosq=$(ldconfig -p | awk '/libmosquitto\.so\.1 .*x86-64/ { print $NF; exit }')
+[ -n "$mosq" ] || die "libmosquitto.so.1 not found (apt-get install libmosquitto1)"
+for lib in "$mosq" $(ldd "$mosq" | grep -o '/[^ ]*'); do
+    mkdir -p "$stage$(dirname "$lib")"
+    [ -e "$stage$lib" ] || cp -L "$lib" "$stage$lib"
+done
 cp "$HERE/init.sh" "$stage/init"
 cp "${KERNELVM_TESTS:-$HERE/tests.sh}" "$stage/tests.sh"
 chmod +x "$stage/init"
