@@ -16,29 +16,16 @@ set -euo pipefail
 # Mounts (proc, dev in the chroot) in a private mount namespace: they end with
 # this process however it ends, so nothing under .build stays bound to the host.
 if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}
-CHROOT=$CACHE/trixie-amd64
+NAME=arm64
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 OUT=$ROOT/.build/arm64
-START=$(date +%s)
-say() { printf 'arm64: %s\n' "$*"; }
-die() { say "error: $*"; exit 1; }
-since() { echo "$(( $(date +%s) - $1 )) s"; }
-
-[ "$(id -u)" = 0 ] || die "needs root (chroot and mount): run it with sudo"
 # The chroot with swiftlang (made by check-swift.sh's first half when missing).
 if [ ! -f "$CHROOT/.packages-done" ]; then
     say "no trixie chroot yet: making it (Tools/debian/check-swift.sh --chroot-only)"
     "$ROOT/Tools/debian/check-swift.sh" --chroot-only
 fi
 
-mounted=()
-cleanup() { for (( i=${#mounted[@]}-1; i>=0; i-- )); do umount -l "${mounted[$i]}" 2>/dev/null || true; done; }
-trap cleanup EXIT
-mount --bind /proc "$CHROOT/proc"; mounted+=("$CHROOT/proc")
-mount --bind /dev "$CHROOT/dev"; mounted+=("$CHROOT/dev")
-cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+mount_chroot
 
 # The arm64 sysroot: the C libraries attled links and the Swift runtime for aarch64.
 DEBS="libc6:arm64 libc6-dev:arm64 libcrypt1:arm64 libcrypt-dev:arm64 linux-libc-dev libgcc-s1:arm64 libgcc-14-dev:arm64

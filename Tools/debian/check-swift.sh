@@ -12,30 +12,15 @@ set -euo pipefail
 # this process however it ends, so nothing under .build stays bound to the host.
 if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}
-CHROOT=$CACHE/trixie-amd64
+NAME=check-debian-swift
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PACKAGES="swiftlang libbluetooth-dev libmosquitto-dev libssl-dev libstdc++-14-dev ca-certificates"
-START=$(date +%s)
-
-say() { printf 'check-debian-swift: %s\n' "$*"; }
-die() { say "error: $*"; exit 1; }
-since() { echo "$(( $(date +%s) - $1 )) s"; }
-
-[ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and mount): run it with sudo"
 command -v debootstrap >/dev/null || {
     say "installing debootstrap"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || die "apt-get install debootstrap failed"
 }
 mkdir -p "$CACHE"
-
-mounted=()
-cleanup() {
-    local m
-    for (( i=${#mounted[@]}-1; i>=0; i-- )); do m=${mounted[$i]}; umount -l "$m" 2>/dev/null || true; done
-}
-trap cleanup EXIT
 
 if [ ! -f "$CHROOT/.debootstrap-done" ]; then
     t=$(date +%s)
@@ -47,9 +32,7 @@ if [ ! -f "$CHROOT/.debootstrap-done" ]; then
     say "chroot made in $(since "$t")"
 fi
 
-mount --bind /proc "$CHROOT/proc"; mounted+=("$CHROOT/proc")
-mount --bind /dev "$CHROOT/dev"; mounted+=("$CHROOT/dev")
-cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+mount_chroot
 
 if [ ! -f "$CHROOT/.packages-done" ] || [ "$(cat "$CHROOT/.packages-done")" != "$PACKAGES" ]; then
     t=$(date +%s)

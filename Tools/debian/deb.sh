@@ -13,15 +13,9 @@ set -euo pipefail
 # Mounts (proc, dev in the chroot) in a private mount namespace: they end with
 # this process however it ends, so nothing under .build stays bound to the host.
 if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CACHE=${DEBIAN_CACHE:-$ROOT/.build/debian}
-CHROOT=$CACHE/trixie-amd64
+NAME=deb
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 OUT=$ROOT/.build/deb
-START=$(date +%s)
-say() { printf 'deb: %s\n' "$*"; }
-die() { say "error: $*"; exit 1; }
-since() { echo "$(( $(date +%s) - $1 )) s"; }
-[ "$(id -u)" = 0 ] || die "needs root (chroot and mount): run it with sudo"
 # The maintainer: the repository's author of record (MAINTAINER overrides).
 MAINTAINER=${MAINTAINER:-$(git -C "$ROOT" log -1 --format='%an <%ae>' 2>/dev/null || echo "attled maintainers <attled@example.org>")}
 VERSION=$(sed -n 's/.*static let version = "attled \([0-9][0-9.]*\)".*/\1/p' "$ROOT/Sources/AttledCLI/Options.swift")
@@ -30,11 +24,7 @@ VERSION=$(sed -n 's/.*static let version = "attled \([0-9][0-9.]*\)".*/\1/p' "$R
 # The arm64 binary (and the chroot, and the amd64 sources in it).
 "$ROOT/Tools/debian/arm64.sh" >"$CACHE/deb-arm64.log" 2>&1 || { tail -20 "$CACHE/deb-arm64.log"; die "make arm64 failed"; }
 
-mounted=()
-cleanup() { for (( i=${#mounted[@]}-1; i>=0; i-- )); do umount -l "${mounted[$i]}" 2>/dev/null || true; done; }
-trap cleanup EXIT
-mount --bind /proc "$CHROOT/proc"; mounted+=("$CHROOT/proc")
-mount --bind /dev "$CHROOT/dev"; mounted+=("$CHROOT/dev")
+mount_chroot
 in_chroot() { timeout "$1" chroot "$CHROOT" bash -c "set -euo pipefail; $2"; }
 
 TOOLS="dpkg-dev lintian systemd fakeroot libc6:arm64 libssl3t64:arm64 libmosquitto1:arm64 libstdc++6:arm64 libgcc-s1:arm64"
