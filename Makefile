@@ -107,6 +107,11 @@ fuzz: deps
 test-kernel: setup
 	Tools/kernelvm/run.sh
 
+# The same on ARM: Debian 13's arm64 kernel under qemu-system-aarch64 (TCG), the
+# aarch64 attled from make arm64 on hci0 over the user channel.
+test-kernel-arm64: setup
+	KERNELVM_ARCH=arm64 Tools/kernelvm/run.sh
+
 # attled and its unit tests with Debian 13's own Swift (swiftlang 6.0.3) in a
 # trixie chroot (made once under .build/debian; needs root).
 check-debian-swift:

@@ -5,10 +5,15 @@
 import PackageDescription
 import Foundation
 
-// `attled gateway` links libmosquitto, which Debian ships as a shared library
-// only. ATTLED_NO_MQTT=1 builds attled without the gateway, for the fully
-// static (-static-executable) build the kernel VM runs.
-let withGateway = ProcessInfo.processInfo.environment["ATTLED_NO_MQTT"] == nil
+// The normal build opens libmosquitto (the gateway) and libcrypto (pairing)
+// with dlopen when first needed, so a one-shot run maps neither.
+// ATTLED_FULLY_STATIC=1 is the fully static (-static-executable) build the kernel VM
+// and arm64's static binary use: no gateway (Debian ships libmosquitto as a
+// shared library only) and libcrypto.a linked in. ATTLED_NO_MQTT=1 only leaves
+// the gateway out.
+let environment = ProcessInfo.processInfo.environment
+let fullyStatic = environment["ATTLED_FULLY_STATIC"] != nil
+let withGateway = environment["ATTLED_NO_MQTT"] == nil && !fullyStatic
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
@@ -72,12 +77,13 @@ let package = Package(
                     dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
-        // libcrypto (AES-128, AES-CMAC, P-256) from Debian's libssl-dev; `link "crypto"` in its
-        // module map: the shared library normally, libcrypto.a in the -static-executable build.
-        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL",
-                       providers: [.apt(["libssl-dev"])]),
+        // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):
+        // libcrypto.so.3 opened on first use, or libcrypto.a linked in the fully static build.
+        .target(name: "CCrypto",
+                cSettings: fullyStatic ? [.define("ATTLED_CRYPTO_LINKED")] : [],
+                linkerSettings: fullyStatic ? [.linkedLibrary("crypto")] : [.linkedLibrary("dl")]),
         // Security Manager (Core Vol 3 Part H): PDUs, crypto toolbox, the central's pairing state machine.
-        .target(name: "BLESMP", dependencies: ["BLEWire", "COpenSSL"], swiftSettings: strict),
+        .target(name: "BLESMP", dependencies: ["BLEWire", "CCrypto"], swiftSettings: strict),
         // Checks the SMP crypto against the specification's sample data; proves OpenSSL links (also fully static).
         .executableTarget(name: "smp-selftest", dependencies: ["BLESMP"], swiftSettings: strict),
     ]

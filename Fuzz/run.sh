@@ -37,7 +37,7 @@ MODULES=(
   "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
   "BLEMQTT BLEWire"
 )
-FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/COpenSSL" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
+FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
 
 die() { echo "fuzz: $*" >&2; exit 1; }
 
@@ -95,16 +95,20 @@ cmd_build() {
     local n=${MODULES[$i]%% *}; libs+=("-l$n"); stamps+=("$out/modules/$n.stamp")
   done
   local key
-  key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "$root/Sources/CMosquittoLoader/loader.c" "${stamps[@]}"; } | sha256sum | cut -c1-16)
+  key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "$root/Sources/CMosquittoLoader/loader.c" "$root/Sources/CCrypto/crypto.c" "${stamps[@]}"; } | sha256sum | cut -c1-16)
   if ! [ -x "$out/attled-fuzz" ] || [ "$(cat "$out/attled-fuzz.stamp" 2>/dev/null)" != "$key" ]; then
     echo "  swiftc attled-fuzz (harnesses, link)"
     # BLEMQTT calls libmosquitto through CMosquittoLoader's trampolines (dlopen).
     cc -c -O1 -fPIC -I "$root/Sources/CMosquittoLoader/include" "$root/Sources/CMosquittoLoader/loader.c" \
       -o "$out/lib/mosquitto_loader.o" 2> "$out/logs/build-loader.log" \
       || { cat "$out/logs/build-loader.log" >&2; die "building the libmosquitto loader failed"; }
+    # BLESMP's crypto: libcrypto.so.3 opened on first use (CCrypto).
+    cc -c -O1 -fPIC -I "$root/Sources/CCrypto/include" "$root/Sources/CCrypto/crypto.c" \
+      -o "$out/lib/crypto.o" 2> "$out/logs/build-crypto.log" \
+      || { cat "$out/logs/build-crypto.log" >&2; die "building the libcrypto loader failed"; }
     # From $out: swiftc leaves the executable's module files in the working directory.
     (cd "$out" && "$SWIFTC" "${FLAGS[@]}" -module-name AttledFuzz "$here"/Sources/*.swift -L "$out/lib" "${libs[@]}" \
-      "$out/lib/mosquitto_loader.o" -lswiftSynchronization -o "$out/attled-fuzz.new") 2> "$out/logs/build-attled-fuzz.log" \
+      "$out/lib/mosquitto_loader.o" "$out/lib/crypto.o" -ldl -lswiftSynchronization -o "$out/attled-fuzz.new") 2> "$out/logs/build-attled-fuzz.log" \
       || { cat "$out/logs/build-attled-fuzz.log" >&2; die "building the harnesses failed"; }
     mv -f "$out/attled-fuzz.new" "$out/attled-fuzz"
     echo "$key" > "$out/attled-fuzz.stamp"

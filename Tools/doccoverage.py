@@ -7,7 +7,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "Sources"
-SKIP = {"AttledCLI", "attled", "attled-bench", "smp-selftest", "CBluetooth", "COpenSSL", "CMosquitto"}
+SKIP = {"AttledCLI", "attled", "attled-bench", "smp-selftest", "CBluetooth", "CCrypto", "CMosquitto", "CMosquittoLoader"}
 DECL = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*public\s+(?:(?:final|static|override|convenience|mutating|nonisolated|indirect)\s+)*"
                   r"(class|struct|enum|protocol|func|init\??|typealias)\b")
 

@@ -79,7 +79,7 @@ final class Session {
             }
             #else
             if opts.command == .gateway {
-                throw RunError("this attled was built without the gateway (ATTLED_NO_MQTT): build it with libmosquitto-dev", .unavailable)
+                throw RunError("this attled was built without the gateway (ATTLED_NO_MQTT or ATTLED_FULLY_STATIC): build it without them, with libmosquitto-dev installed", .unavailable)
             }
             #endif
             try open()

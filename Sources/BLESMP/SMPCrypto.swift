@@ -1,5 +1,5 @@
 import BLEWire
-import COpenSSL
+import CCrypto
 
 /// Why a Security Manager crypto function refused its input or failed.
 public enum SMPCryptoError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -11,6 +11,9 @@ public enum SMPCryptoError: Error, Equatable, Sendable, CustomStringConvertible 
     case invalidPrivateKey
     /// An OpenSSL call failed; `operation` names it.
     case openssl(operation: String)
+    /// libcrypto.so.3 could not be loaded (it is opened on first use); the
+    /// loader's message.
+    case libraryMissing(String)
 
     public var description: String {
         switch self {
@@ -18,6 +21,8 @@ public enum SMPCryptoError: Error, Equatable, Sendable, CustomStringConvertible 
         case .invalidPublicKey: return "the public key is not a point on P-256"
         case .invalidPrivateKey: return "the private key is not a P-256 scalar"
         case let .openssl(op): return "OpenSSL failed in \(op)"
+        case let .libraryMissing(why):
+            return "cannot load OpenSSL's libcrypto (\(why)): install it (Debian 13: apt install libssl3t64; Debian 12: libssl3)"
         }
     }
 }
@@ -41,7 +46,7 @@ public enum SMPCrypto {
         let k = Array(key.reversed()), p = Array(plaintext.reversed())
         var out = [UInt8](repeating: 0, count: 16)
         let ok = attled_aes128_encrypt(k, p, &out)
-        guard ok != 0 else { throw .openssl(operation: "AES-128") }
+        guard ok != 0 else { throw SMPCrypto.failure("AES-128") }
         return out.reversed()
     }
 
@@ -54,7 +59,7 @@ public enum SMPCrypto {
         try check(key, 16, "key")
         var out = [UInt8](repeating: 0, count: 16)
         let ok = message.withUnsafeBufferPointer { m in attled_aes_cmac(key, m.baseAddress, m.count, &out) }
-        guard ok != 0 else { throw .openssl(operation: "AES-CMAC") }
+        guard ok != 0 else { throw SMPCrypto.failure("AES-CMAC") }
         return out
     }
 
@@ -64,7 +69,7 @@ public enum SMPCrypto {
     public static func random(_ count: Int) throws(SMPCryptoError) -> [UInt8] {
         guard count > 0 else { return [] }
         var out = [UInt8](repeating: 0, count: count)
-        guard attled_random(&out, Int32(clamping: count)) != 0 else { throw .openssl(operation: "RAND_bytes") }
+        guard attled_random(&out, Int32(clamping: count)) != 0 else { throw SMPCrypto.failure("RAND_bytes") }
         return out
     }
 
@@ -205,6 +210,12 @@ public enum SMPCrypto {
         zip(a, b).map { $0 ^ $1 }
     }
 
+    /// The error for a failed libcrypto call: the library missing, else `operation` failing.
+    static func failure(_ operation: String) -> SMPCryptoError {
+        if attled_crypto_open() != 0, let why = attled_crypto_error() { return .libraryMissing(String(cString: why)) }
+        return .openssl(operation: operation)
+    }
+
     static func check(_ v: [UInt8], _ n: Int, _ field: String) throws(SMPCryptoError) {
         guard v.count == n else { throw .invalidLength(field: field, expected: n, actual: v.count) }
     }
@@ -231,7 +242,7 @@ public final class P256KeyPair {
     /// A fresh key pair from OpenSSL's generator.
     /// - Throws: `SMPCryptoError.openssl` if key generation or public key export fails.
     public convenience init() throws(SMPCryptoError) {
-        guard let k = attled_p256_new(nil) else { throw .openssl(operation: "P-256 key generation") }
+        guard let k = attled_p256_new(nil) else { throw SMPCrypto.failure("P-256 key generation") }
         try self.init(taking: k)
     }
 
@@ -243,7 +254,10 @@ public final class P256KeyPair {
     public convenience init(privateKey: [UInt8]) throws(SMPCryptoError) {
         try SMPCrypto.check(privateKey, 32, "private key")
         let be = Array(privateKey.reversed())
-        guard let k = attled_p256_new(be) else { throw .invalidPrivateKey }
+        guard let k = attled_p256_new(be) else {
+            if attled_crypto_open() != 0 { throw SMPCrypto.failure("P-256 key") }
+            throw .invalidPrivateKey
+        }
         try self.init(taking: k)
     }
 
@@ -251,7 +265,7 @@ public final class P256KeyPair {
         var x = [UInt8](repeating: 0, count: 32), y = [UInt8](repeating: 0, count: 32)
         guard attled_p256_public(k, &x, &y) != 0 else {
             attled_p256_free(k)
-            throw .openssl(operation: "P-256 public key export")
+            throw SMPCrypto.failure("P-256 public key export")
         }
         key = k
         publicKey = Array(x.reversed()) + Array(y.reversed())
@@ -274,7 +288,7 @@ public final class P256KeyPair {
         switch attled_p256_derive(key, point, &out) {
         case 1: return out.reversed()
         case -1: throw .invalidPublicKey
-        default: throw .openssl(operation: "ECDH")
+        default: throw SMPCrypto.failure("ECDH")
         }
     }
 

@@ -308,3 +308,32 @@ def test_five_runs_on_a_controller_without_public_address_pair_once(world, dirs,
         assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
     else:
         assert not os.path.exists(kept)
+
+
+def test_libcrypto_is_loaded_only_when_a_link_is_secured(world, dirs, tmp_path):
+    """Issue 19: a colour written to a device without a bond maps no OpenSSL
+    (libcrypto.so.3 is opened on first use); pairing with a device that needs
+    encryption loads it and works. The dynamic loader's own record
+    (LD_DEBUG=files) says which libraries each run opened."""
+    w = world(devices=["Plain:pycom", f"{NAME}:pycom:secure=enc"])
+
+    def run(name: str, tag: str):
+        env = dict(dirs, LD_DEBUG="files", LD_DEBUG_OUTPUT=str(tmp_path / tag))
+        m = w.mark()
+        r = run_attled(["-i", w.transport(), "--name", name, "--rgb", "1,2,3"], env=env)
+        w.hosts_gone(m)
+        logs = [p for p in tmp_path.iterdir() if p.name.startswith(tag + ".")]
+        assert len(logs) == 1, logs
+        return r, logs[0].read_text()
+
+    r, loaded = run("Plain", "plain")
+    assert r.returncode == 0, r.stderr
+    assert "file=libc.so.6" in loaded, loaded[:2000]  # the record is real
+    assert "libcrypto" not in loaded and "libssl" not in loaded
+    w.wait_event({"event": "state", "device": "Plain", "rgb": [1, 2, 3]})
+
+    r, loaded = run(NAME, "secure")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"attled: pair .*bonded", r.stderr), r.stderr
+    assert "file=libcrypto.so.3" in loaded
+    w.wait_event({"event": "state", "device": NAME, "rgb": [1, 2, 3]})

@@ -79,7 +79,7 @@ build() { # label env swift-build-args...
     say "$label: ok in $(since "$t")"
 }
 build release "" --build-path /build/arm64 --static-swift-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
-build static "ATTLED_NO_MQTT=1" --build-path /build/arm64-static --static-swift-stdlib -Xswiftc -static-executable -Xlinker -s -Xlinker -lz -Xlinker -lzstd
+build static "ATTLED_FULLY_STATIC=1" --build-path /build/arm64-static --static-swift-stdlib -Xswiftc -static-executable -Xlinker -s -Xlinker -lz -Xlinker -lzstd
 
 mkdir -p "$OUT/release" "$OUT/static"
 cp "$CHROOT/build/arm64/release/attled" "$OUT/release/attled"

@@ -128,7 +128,7 @@ if [ -n "${ATTLED_STATIC:-}" ]; then
 else
     t=$(date +%s.%N)
     # Without the gateway: libmosquitto has no static library.
-    if ! (cd "$ROOT" && ATTLED_NO_MQTT=1 swift build -c release --scratch-path "$CACHE/swift" \
+    if ! (cd "$ROOT" && ATTLED_FULLY_STATIC=1 swift build -c release --scratch-path "$CACHE/swift" \
         --static-swift-stdlib -Xswiftc -static-executable -Xlinker -s >"$CACHE/swift-build.log" 2>&1); then
         tail -n 30 "$CACHE/swift-build.log"
         die "swift build of the static attled failed (log: $CACHE/swift-build.log)"
