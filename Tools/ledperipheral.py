@@ -218,6 +218,7 @@ REQUEST_NAMES: dict[str, int] = {
     "read": 0x0A,
     "read_blob": 0x0C,
     "read_multiple": 0x0E,
+    "read_multiple_variable": 0x20,
     "read_by_group": 0x10,
     "write": 0x12,
     "prepare_write": 0x16,
@@ -275,6 +276,9 @@ read_multiple read_by_group write prepare_write execute_write (or a hex opcode).
                                       bytes)
 Every fault applied is reported as {"event":"fault","kind":..,"request":..,"nth":N,...}.
 Related keys: mtu=23 (ask for / allow only a 23-byte ATT_MTU),
+unsupported=OP[+OP...] (hex ATT request opcodes, e.g. 20+0e: answered with
+Error Response 0x06 Request Not Supported, as a server of an older ATT
+version; reported as {"event":"unsupported","op":N}),
 conn_update_params=IMIN,IMAX,LAT,TO (e.g. 4,2,600,5: illegal),
 security_request=1 (SMP Security Request on connect).
 """
@@ -378,12 +382,13 @@ class PeripheralOptions:
     secure: str = "none"  # "enc": the LED characteristics (and the CCCD) need an encrypted link
     pairing: str = "sc"  # "sc": LE Secure Connections Just Works | "legacy": legacy Just Works only
     forget_bonds: int = 0  # forget every bond when the N-th connection ends (0: never)
+    unsupported: frozenset[int] = frozenset()  # ATT request opcodes answered with Request Not Supported
     faults: list[Fault] = dataclasses.field(default_factory=list)
     profile_options: dict[str, str] = dataclasses.field(default_factory=dict)  # OTHER_PROFILES keys
 
     KEYS = (
         "interval", "adv_cycle", "adv_delay", "addr", "name_in", "short", "conn_update", "conn_update_delay",
-        "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash",
+        "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash", "unsupported",
         "secure", "pairing", "forget_bonds",
         *(f"fault_{kind}" for kind in FAULT_KINDS),
     )
@@ -502,6 +507,13 @@ class PeripheralOptions:
                     opts.forget_bonds = -1
                 if opts.forget_bonds < 1:
                     raise ValueError(f"forget_bonds must be a connection number >= 1, not {value!r}")
+            elif key == "unsupported":
+                try:
+                    opts.unsupported = frozenset(int(v, 16) for v in value.split("+"))
+                except ValueError:
+                    raise ValueError(f"unsupported must be hex ATT opcodes like 20+0e, not {value!r}") from None
+                if not opts.unsupported or any(op in (0x02,) or not 0 < op < 0x100 for op in opts.unsupported):
+                    raise ValueError(f"unsupported: {value!r} must name request opcodes other than Exchange MTU (02)")
             elif key == "mtu":
                 opts.mtu = int(value, 0)
                 if not 23 <= opts.mtu <= 517:
@@ -1151,6 +1163,11 @@ class LedPeripheral:
             self.emit("att", op=int(pdu.op_code), pdu=raw.hex())
             if int(pdu.op_code) == OP_HANDLE_VALUE_CONFIRMATION and self._indication is not None:
                 self._indication_confirmed()
+                return
+            if int(pdu.op_code) in self.opts.unsupported:
+                handle = raw[1] | raw[2] << 8 if len(raw) >= 3 else 0
+                server.send_gatt_pdu(bearer, bytes([OP_ERROR_RESPONSE, int(pdu.op_code)]) + handle.to_bytes(2, "little") + b"\x06")
+                self.emit("unsupported", op=int(pdu.op_code))
                 return
             if not self._apply_faults(server, bearer, int(pdu.op_code)):
                 return

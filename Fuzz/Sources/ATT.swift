@@ -19,7 +19,7 @@ import BLETrace
 /// Decodes one PDU and holds it to its encoding.
 func checkATTPDU(_ b: [UInt8]) {
     _ = PacketDecoder().attLines(b)
-    guard let pdu = try? ATTPDU.decode(b) else { return }
+    guard let pdu = try? ATT.decode(b) else { return }
     let e = pdu.encoded
     require(pdu.opcode.rawValue == b[0], "opcode changed in decoding")
     if e == b { return }
@@ -27,7 +27,7 @@ func checkATTPDU(_ b: [UInt8]) {
     // is encoded in 2 bytes); the encoding must then be a fixed point.
     let withUUID: Set<UInt8> = [0x05, 0x08, 0x10]
     require(withUUID.contains(b[0]), "ATT \(pdu.opcode) does not encode back to its bytes: \(Hex.string(b)) -> \(Hex.string(e))")
-    guard let again = try? ATTPDU.decode(e) else {
+    guard let again = try? ATT.decode(e) else {
         require(false, "re-encoded \(pdu.opcode) does not decode: \(Hex.string(b)) -> \(Hex.string(e))")
         return
     }
@@ -93,7 +93,7 @@ func fuzzATT(_ data: [UInt8]) {
     var confirmations = 0
     for p in sentL2CAPPDUs(transport.sent, handle: linkHandle) {
         let payload = Array(p[4...])
-        guard let pdu = try? ATTPDU.decode(payload) else { require(false, "client sent an undecodable ATT PDU \(Hex.string(payload))"); return }
+        guard let pdu = try? ATT.decode(payload) else { require(false, "client sent an undecodable ATT PDU \(Hex.string(payload))"); return }
         require(payload.count <= max(Int(bearer.preferredMTU), 23) || pdu.opcode == .errorResponse, "client PDU longer than the MTU")
         if pdu.opcode == .handleValueConfirmation { confirmations += 1 }
     }

@@ -66,10 +66,15 @@ final class GATTTool {
     /// that one handle (its type), or the declarations when `declaration` is
     /// needed (listen: properties and the CCCD).
     func locate(_ gatt: GATTClient, declaration: Bool) throws -> Target {
+        try locate(gatt, opts.characteristic, declaration: declaration)
+    }
+
+    /// Resolves one `--char` (see `locate(_:declaration:)`).
+    func locate(_ gatt: GATTClient, _ ref: CharacteristicRef?, declaration: Bool) throws -> Target {
         report.begin(.discover)
         let before = gatt.bearer.transactions.count
         defer { if report.phase == .discover { report.done("\(gatt.bearer.transactions.count - before) ATT transaction(s)") } }
-        switch opts.characteristic {
+        switch ref {
         case .handle(let h)?:
             if declaration {
                 let chars = try wait(gatt.startDiscoverCharacteristics(of: Service(uuid: GATTUUID.primaryService, start: 1, end: 0xFFFF)))
@@ -81,11 +86,8 @@ final class GATTTool {
             if h > 1, let c = try wait(probeDeclaration(gatt, before: h)) {
                 return Target(handle: h, uuid: c.uuid, characteristic: c)
             }
-            let info = try wait(gatt.bearer.submit(.findInformationRequest(start: h, end: h)).map { rsp -> BluetoothUUID? in
-                guard case let .findInformationResponse(list) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .findInformationRequest, received: rsp.opcode)
-                }
-                return list.first(where: { $0.handle == h })?.uuid
+            let info = try wait(gatt.request(ATT.FindInformationRequest(start: h, end: h), ATT.FindInformationResponse.self).map { rsp -> BluetoothUUID? in
+                return rsp.information.first(where: { $0.handle == h })?.uuid
             }.recover { e -> Future<BluetoothUUID?> in
                 if case ATTError.errorResponse(_, _, let code) = e, code == .attributeNotFound || code == .invalidHandle {
                     throw RunError("the device has no attribute at handle 0x\(Hex.int(h, width: 4)) ('attled gatt' lists the handles)", .notFound)
@@ -133,11 +135,8 @@ final class GATTTool {
     /// is `h`, or nil when that attribute is not such a declaration (`h` is
     /// then a descriptor, a declaration or nothing).
     func probeDeclaration(_ gatt: GATTClient, before h: UInt16) -> Future<Characteristic?> {
-        gatt.bearer.submit(.readByTypeRequest(start: h - 1, end: h - 1, type: GATTUUID.characteristic)).map { rsp -> Characteristic? in
-            guard case let .readByTypeResponse(items) = rsp else {
-                throw ATTError.unexpectedResponse(request: .readByTypeRequest, received: rsp.opcode)
-            }
-            guard let it = items.first, it.handle == h - 1,
+        gatt.request(ATT.ReadByTypeRequest(start: h - 1, end: h - 1, type: GATTUUID.characteristic), ATT.ReadByTypeResponse.self).map { rsp -> Characteristic? in
+            guard let it = rsp.values.first, it.handle == h - 1,
                   let c = try? Characteristic.decodeDeclaration(handle: it.handle, value: it.value),
                   c.valueHandle == h else { return nil }
             return c
@@ -159,9 +158,11 @@ final class GATTTool {
 
     // MARK: read
 
-    /// Reads the value in full (Read, then Read Blob while parts come full).
+    /// Reads the value in full (Read, then Read Blob while parts come full);
+    /// several `--char`, all at once.
     func read(_ gatt: GATTClient) throws {
         try exchangeMTU(gatt)
+        if opts.characteristics.count > 1 { return try readSeveral(gatt) }
         let t = try locate(gatt, declaration: false)
         targetFields(t)
         report.begin(.read)
@@ -169,6 +170,28 @@ final class GATTTool {
         report.done("\(v.count) byte(s) from \(label(t))")
         report.fields.append(("value", .string(Hex.string(v, separator: ""))))
         if !opts.json { Console.out(Hex.string(v, separator: "")) }
+    }
+
+    /// Reads several values in one round trip where the server allows
+    /// (GATTClient.startReadMultiple): handles are read as given, UUIDs found
+    /// first. Prints one value per line, in the order of the `--char`s.
+    func readSeveral(_ gatt: GATTClient) throws {
+        var targets: [Target] = []
+        for ref in opts.characteristics {
+            if case .handle(let h) = ref { targets.append(Target(handle: h, uuid: nil, characteristic: nil)) }
+            else { targets.append(try locate(gatt, ref, declaration: false)) }
+        }
+        report.begin(.read)
+        let before = gatt.bearer.transactions.count
+        let (values, method) = try wait(securer.retrying(link) { gatt.startReadMultiple(targets.map(\.handle)) })
+        let n = gatt.bearer.transactions.count - before
+        report.done("\(values.count) values (\(values.map { "\($0.count)" }.joined(separator: "+")) bytes) by \(method.rawValue), \(n) ATT transaction(s)")
+        report.fields.append(("method", .string(method.rawValue)))
+        report.fields.append(("values", .array(zip(targets, values).map { t, v in
+            .object([("handle", .int(Int64(t.handle))), ("uuid", t.uuid.map { .string($0.description) } ?? .null),
+                     ("value", .string(Hex.string(v, separator: "")))])
+        })))
+        if !opts.json { for v in values { Console.out(Hex.string(v, separator: "")) } }
     }
 
     // MARK: write

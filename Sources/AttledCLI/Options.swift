@@ -34,8 +34,10 @@ public struct Options: Sendable {
     public var blue: BluetoothUUID? = nil
     public var rgb: RGB? = nil
     public var value: [UInt8]? = nil
-    /// `--char`: a handle (0xHHHH), a UUID, or red/green/blue.
-    public var characteristic: CharacteristicRef? = nil
+    /// `--char`: a handle (0xHHHH), a UUID, or red/green/blue (the first one given).
+    public var characteristic: CharacteristicRef? { characteristics.first }
+    /// Every `--char`, in order (`read` takes several).
+    public var characteristics: [CharacteristicRef] = []
     /// `gatt --values`: read every readable value and descriptor.
     public var values = false
     /// `write --without-response`: Write Command.
@@ -143,7 +145,8 @@ public enum Usage {
                         (--char UUID|0xHHHH: any characteristic of any GATT server)
       gatt [--values]   list services (primary and secondary, with includes), characteristics
                         (handles, properties) and descriptors; --values reads every readable one
-      read --char C     read a characteristic or descriptor of any GATT server (long values in full)
+      read --char C     read a characteristic or descriptor of any GATT server (long values in full);
+                        several --char: all in one round trip (Read Multiple Variable Length)
       write --char C --value HEX [--without-response]
                         write one (Write Request; Write Command with --without-response or when
                         it only allows that; Prepare/Execute Write when longer than ATT_MTU-3)
@@ -320,7 +323,7 @@ extension Options {
                 let v = try value(flag, inline)
                 guard let b = Hex.parse(v), !b.isEmpty, b.count <= 512 else { throw UsageError("--value: '\(v)' is not 1 to 512 hex bytes (e.g. 01 or 0x0103)") }
                 o.value = b
-            case "--char", "--characteristic": o.characteristic = try CharacteristicRef.parse(try value(flag, inline))
+            case "--char", "--characteristic": o.characteristics.append(try CharacteristicRef.parse(try value(flag, inline)))
             case "--values": o.values = true
             case "--without-response": o.withoutResponse = true
             case "--count":
@@ -380,6 +383,9 @@ extension Options {
         if custom > 0 && custom < 3 { throw UsageError("--red, --green and --blue go together") }
         if custom == 3 && service == nil { throw UsageError("--red/--green/--blue need --service UUID for the service that holds them") }
         if custom == 3 && profile != nil { throw UsageError("--profile and --red/--green/--blue exclude each other") }
+        if characteristics.count > 1 && command != .read {
+            throw UsageError("--char is given \(characteristics.count) times: only read takes several (\(command.rawValue) works on one)")
+        }
         switch command {
         case .set:
             if rgb == nil { throw UsageError("nothing to do: give a colour with --rgb R,G,B (or a command: scan, get, send, listen, gatt)") }
@@ -387,7 +393,7 @@ extension Options {
         case .send:
             if value == nil { throw UsageError("send needs --value HEX") }
         case .read:
-            guard let c = characteristic, c.isGeneric else { throw UsageError("read needs --char 0xHHHH|UUID (the handle or UUID of what to read; 'attled gatt' lists them)") }
+            guard !characteristics.isEmpty, characteristics.allSatisfy(\.isGeneric) else { throw UsageError("read needs --char 0xHHHH|UUID (the handle or UUID of what to read, repeatable; 'attled gatt' lists them)") }
         case .write:
             guard let c = characteristic, c.isGeneric else { throw UsageError("write needs --char 0xHHHH|UUID (the handle or UUID of what to write; 'attled gatt' lists them)") }
             if value == nil { throw UsageError("write needs --value HEX") }

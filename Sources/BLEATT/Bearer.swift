@@ -98,10 +98,10 @@ public final class ATTBearer {
     public private(set) var state = State.open
 
     struct Request {
-        var pdu: ATTPDU
+        var pdu: any ATTPDU
         var bytes: [UInt8]
         var timeoutMs: Int
-        var future: Future<ATTPDU>
+        var future: Future<any ATTPDU>
     }
     struct Outstanding {
         var request: Request
@@ -160,8 +160,8 @@ public final class ATTBearer {
     /// - Returns: a future of the response. An Error Response fails it with
     ///   `ATTError.errorResponse`; so do a timeout, a disconnection, a PDU
     ///   over ATT_MTU and a response of the wrong kind, each with its own case.
-    public func submit(_ pdu: ATTPDU, timeoutMs: Int? = nil) -> Future<ATTPDU> {
-        let f = Future<ATTPDU>()
+    public func submit(_ pdu: any ATTPDU, timeoutMs: Int? = nil) -> Future<any ATTPDU> {
+        let f = Future<any ATTPDU>()
         if let e = closedError { f.fail(e); return f }
         let bytes = pdu.encoded
         guard bytes.count <= mtu else { f.fail(ATTError.tooLong(request: pdu.opcode, size: bytes.count, mtu: mtu)); return f }
@@ -175,7 +175,7 @@ public final class ATTBearer {
     /// - Returns: the response.
     /// - Throws: `ATTError` (Error Response, timeout, disconnected, ...), or
     ///   the host's `HCIError`.
-    public func request(_ pdu: ATTPDU, timeoutMs: Int? = nil) throws -> ATTPDU {
+    public func request(_ pdu: any ATTPDU, timeoutMs: Int? = nil) throws -> any ATTPDU {
         try host.wait(submit(pdu, timeoutMs: timeoutMs))
     }
 
@@ -187,7 +187,7 @@ public final class ATTBearer {
         // The MTU may have shrunk? It only grows; still, re-check what was queued at 23.
         let op = r.pdu.opcode
         let timer = host.schedule(afterMs: r.timeoutMs) { [weak self] in self?.timedOut() }
-        outstanding = Outstanding(request: r, opcode: op, handle: Self.handle(of: r.pdu), start: Instant.now(), timer: timer)
+        outstanding = Outstanding(request: r, opcode: op, handle: r.pdu.firstHandle, start: Instant.now(), timer: timer)
         link.send(cid: CID.att, r.bytes)
     }
 
@@ -203,7 +203,7 @@ public final class ATTBearer {
     }
 
     /// Ends the outstanding transaction with `result` and sends the next request.
-    private func finish(_ result: Result<ATTPDU, ATTError>) {
+    private func finish(_ result: Result<any ATTPDU, ATTError>) {
         guard let o = outstanding else { return }
         outstanding = nil
         host.cancel(o.timer)
@@ -211,7 +211,7 @@ public final class ATTBearer {
         transactions.append(Transaction(request: o.opcode, response: response, start: o.start, end: Instant.now()))
         switch result {
         case .success(let rsp):
-            if case let .errorResponse(_, h, code) = rsp { o.request.future.fail(ATTError.errorResponse(request: o.opcode, handle: h, code: code)) }
+            if let e = rsp as? ATT.ErrorResponse { o.request.future.fail(ATTError.errorResponse(request: o.opcode, handle: e.handle, code: e.error)) }
             else { o.request.future.succeed(rsp) }
         case .failure(let e):
             o.request.future.fail(e)
@@ -221,7 +221,7 @@ public final class ATTBearer {
 
     /// Sends a PDU that has no response (Write Command).
     /// - Throws: `ATTError` when the bearer is closed or the PDU does not fit ATT_MTU.
-    public func send(_ pdu: ATTPDU) throws {
+    public func send(_ pdu: any ATTPDU) throws {
         if let e = closedError { throw e }
         let bytes = pdu.encoded
         guard bytes.count <= mtu else { throw ATTError.tooLong(request: pdu.opcode, size: bytes.count, mtu: mtu) }
@@ -232,8 +232,8 @@ public final class ATTBearer {
     /// Exchange MTU (3.4.2.1), queued like any request.
     /// - Returns: a future of the effective MTU, the smaller of the two.
     public func startExchangeMTU() -> Future<Int> {
-        submit(.exchangeMTURequest(mtu: preferredMTU)).map { [weak self] rsp in
-            guard case let .exchangeMTUResponse(server) = rsp else {
+        submit(ATT.ExchangeMTURequest(mtu: preferredMTU)).map { [weak self] rsp in
+            guard let server = (rsp as? ATT.ExchangeMTUResponse)?.mtu else {
                 throw ATTError.unexpectedResponse(request: .exchangeMTURequest, received: rsp.opcode)
             }
             guard let self else { return 23 }
@@ -255,14 +255,6 @@ public final class ATTBearer {
         mtuExchanged = true
     }
 
-    static func handle(of pdu: ATTPDU) -> UInt16? {
-        switch pdu {
-        case let .readRequest(h), let .readBlobRequest(h, _), let .writeRequest(h, _), let .prepareWriteRequest(h, _, _): return h
-        case let .findInformationRequest(s, _), let .findByTypeValueRequest(s, _, _, _), let .readByTypeRequest(s, _, _), let .readByGroupTypeRequest(s, _, _): return s
-        default: return nil
-        }
-    }
-
     /// One ATT PDU from L2CAP (public for unit tests).
     public func receive(_ bytes: [UInt8]) {
         guard let first = bytes.first else { return }
@@ -278,15 +270,15 @@ public final class ATTBearer {
             }
             return
         }
-        let pdu: ATTPDU
+        let pdu: any ATTPDU
         do {
-            pdu = try ATTPDU.decode(bytes)
+            pdu = try ATT.decode(bytes)
         } catch {
             let reason = (error as? WireError)?.description ?? "undecodable"
             if let p = outstanding?.opcode, op.kind == .response, op == .errorResponse || p.info?.response == op {
                 finish(.failure(.malformedResponse(request: p, reason: reason)))
             } else if op.kind == .request {
-                link.send(cid: CID.att, ATTPDU.errorResponse(request: op, handle: 0, error: .invalidPDU).encoded)
+                link.send(cid: CID.att, ATT.ErrorResponse(request: op, handle: 0, error: .invalidPDU).encoded)
             } else {
                 onUnexpected?("undecodable \(op): \(reason)")
             }
@@ -298,7 +290,7 @@ public final class ATTBearer {
                 onUnexpected?("\(op.name) with no request outstanding; ignored")
                 return
             }
-            if case let .errorResponse(req, _, _) = pdu {
+            if let req = (pdu as? ATT.ErrorResponse)?.request {
                 if req == p { finish(.success(pdu)) }
                 else { onUnexpected?("Error Response for \(req.name), but \(p.name) is outstanding; ignored") }
                 return
@@ -306,26 +298,29 @@ public final class ATTBearer {
             if p.info?.response == op { finish(.success(pdu)) }
             else { finish(.failure(.unexpectedResponse(request: p, received: op))) }
         case .notification:
-            if case let .handleValueNotification(h, v) = pdu { onNotification?(HandleValue(handle: h, value: v)) }
+            if let n = pdu as? ATT.HandleValueNotification { onNotification?(HandleValue(handle: n.handle, value: n.value)) }
+            if let n = pdu as? ATT.MultipleHandleValueNotification {
+                for v in n.values { onNotification?(HandleValue(handle: v.handle, value: v.value)) }
+            }
         case .indication:
-            if case let .handleValueIndication(h, v) = pdu {
-                link.send(cid: CID.att, ATTPDU.handleValueConfirmation.encoded)
-                onIndication?(HandleValue(handle: h, value: v))
+            if let i = pdu as? ATT.HandleValueIndication {
+                link.send(cid: CID.att, ATT.HandleValueConfirmation().encoded)
+                onIndication?(HandleValue(handle: i.handle, value: i.value))
             }
         case .request:
-            if case let .exchangeMTURequest(m) = pdu {
-                link.send(cid: CID.att, ATTPDU.exchangeMTUResponse(mtu: preferredMTU).encoded)
+            if let m = (pdu as? ATT.ExchangeMTURequest)?.mtu {
+                link.send(cid: CID.att, ATT.ExchangeMTUResponse(mtu: preferredMTU).encoded)
                 applyMTU(m)
             } else {
-                let h = Self.handle(of: pdu) ?? 0
-                link.send(cid: CID.att, ATTPDU.errorResponse(request: op, handle: h, error: .requestNotSupported).encoded)
+                let h = pdu.firstHandle ?? 0
+                link.send(cid: CID.att, ATT.ErrorResponse(request: op, handle: h, error: .requestNotSupported).encoded)
             }
         case .command, .confirmation:
             break // we are not a server: nothing to do
         case .unknown:
             // Unknown opcode: requests (command flag clear) get Request Not Supported (3.4.1.1).
             if !op.isCommandFlagSet {
-                link.send(cid: CID.att, ATTPDU.errorResponse(request: op, handle: 0, error: .requestNotSupported).encoded)
+                link.send(cid: CID.att, ATT.ErrorResponse(request: op, handle: 0, error: .requestNotSupported).encoded)
             }
         }
     }

@@ -1,7 +1,7 @@
 import BLEWire
 
 /// ATT opcodes (Core Vol 3 Part F 3.4.8). Open: unknown opcodes survive.
-public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ATTByteCode {
     public let rawValue: UInt8
     /// Any opcode byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
@@ -41,48 +41,23 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// What role a PDU plays in the protocol (Core Vol 3 Part F 3.3).
     public enum Kind: Sendable { case request, response, command, notification, indication, confirmation, unknown }
 
-    /// One row of the opcode table: name, kind, and for requests the response opcode.
-    public struct Info: Sendable {
+    /// One row of the opcode table, declared with its PDU (`ATT`'s structs):
+    /// name, kind, and for a request (or an indication) the opcode that answers it.
+    public struct Declaration: Sendable {
+        public let opcode: ATTOpcode
         public let name: String
         public let kind: Kind
         public let response: ATTOpcode?
+        /// A row: `response` only for requests and indications.
+        public init(_ opcode: ATTOpcode, _ name: String, _ kind: Kind, response: ATTOpcode? = nil) {
+            self.opcode = opcode; self.name = name; self.kind = kind; self.response = response
+        }
     }
 
-    static let table: [UInt8: Info] = [
-        0x01: Info(name: "Error Response", kind: .response, response: nil),
-        0x02: Info(name: "Exchange MTU Request", kind: .request, response: ATTOpcode(rawValue: 0x03)),
-        0x03: Info(name: "Exchange MTU Response", kind: .response, response: nil),
-        0x04: Info(name: "Find Information Request", kind: .request, response: ATTOpcode(rawValue: 0x05)),
-        0x05: Info(name: "Find Information Response", kind: .response, response: nil),
-        0x06: Info(name: "Find By Type Value Request", kind: .request, response: ATTOpcode(rawValue: 0x07)),
-        0x07: Info(name: "Find By Type Value Response", kind: .response, response: nil),
-        0x08: Info(name: "Read By Type Request", kind: .request, response: ATTOpcode(rawValue: 0x09)),
-        0x09: Info(name: "Read By Type Response", kind: .response, response: nil),
-        0x0A: Info(name: "Read Request", kind: .request, response: ATTOpcode(rawValue: 0x0B)),
-        0x0B: Info(name: "Read Response", kind: .response, response: nil),
-        0x0C: Info(name: "Read Blob Request", kind: .request, response: ATTOpcode(rawValue: 0x0D)),
-        0x0D: Info(name: "Read Blob Response", kind: .response, response: nil),
-        0x0E: Info(name: "Read Multiple Request", kind: .request, response: ATTOpcode(rawValue: 0x0F)),
-        0x0F: Info(name: "Read Multiple Response", kind: .response, response: nil),
-        0x10: Info(name: "Read By Group Type Request", kind: .request, response: ATTOpcode(rawValue: 0x11)),
-        0x11: Info(name: "Read By Group Type Response", kind: .response, response: nil),
-        0x12: Info(name: "Write Request", kind: .request, response: ATTOpcode(rawValue: 0x13)),
-        0x13: Info(name: "Write Response", kind: .response, response: nil),
-        0x16: Info(name: "Prepare Write Request", kind: .request, response: ATTOpcode(rawValue: 0x17)),
-        0x17: Info(name: "Prepare Write Response", kind: .response, response: nil),
-        0x18: Info(name: "Execute Write Request", kind: .request, response: ATTOpcode(rawValue: 0x19)),
-        0x19: Info(name: "Execute Write Response", kind: .response, response: nil),
-        0x1B: Info(name: "Handle Value Notification", kind: .notification, response: nil),
-        0x1D: Info(name: "Handle Value Indication", kind: .indication, response: ATTOpcode(rawValue: 0x1E)),
-        0x1E: Info(name: "Handle Value Confirmation", kind: .confirmation, response: nil),
-        0x20: Info(name: "Read Multiple Variable Request", kind: .request, response: ATTOpcode(rawValue: 0x21)),
-        0x21: Info(name: "Read Multiple Variable Response", kind: .response, response: nil),
-        0x23: Info(name: "Multiple Handle Value Notification", kind: .notification, response: nil),
-        0x52: Info(name: "Write Command", kind: .command, response: nil),
-        0xD2: Info(name: "Signed Write Command", kind: .command, response: nil),
-    ]
+    /// The one opcode table, from the PDUs' declarations.
+    public static var table: [UInt8: Declaration] { ATT.table }
 
-    public var info: Info? { Self.table[rawValue] }
+    public var info: Declaration? { ATT.table[rawValue] }
     public var name: String { info?.name ?? "Unknown ATT opcode" }
     /// Requests and indications that a peer sends and that attled must answer,
     /// judged by the method bits when the opcode is unknown (command flag 0x40 clear).
@@ -92,7 +67,7 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
 }
 
 /// ATT error codes (Core Vol 3 Part F 3.4.1.1, Core Supplement Part B). Open.
-public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ATTByteCode {
     public let rawValue: UInt8
     /// Any error code byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
@@ -107,6 +82,8 @@ public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let invalidOffset = ATTErrorCode(rawValue: 0x07)
     public static let attributeNotFound = ATTErrorCode(rawValue: 0x0A)
     public static let attributeNotLong = ATTErrorCode(rawValue: 0x0B)
+    public static let insufficientAuthorization = ATTErrorCode(rawValue: 0x08)
+    public static let prepareQueueFull = ATTErrorCode(rawValue: 0x09)
     public static let invalidAttributeValueLength = ATTErrorCode(rawValue: 0x0D)
     public static let unlikelyError = ATTErrorCode(rawValue: 0x0E)
     public static let unsupportedGroupType = ATTErrorCode(rawValue: 0x10)

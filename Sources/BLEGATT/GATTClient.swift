@@ -22,6 +22,11 @@ public final class GATTClient {
     /// The HCI layer below (its loop runs the blocking forms).
     public var host: HCIHost { bearer.host }
 
+    /// The server answered Read Multiple Variable / Read Multiple with
+    /// Request Not Supported: later multiple reads skip it.
+    var refusedVariable = false
+    var refusedMultiple = false
+
     /// - Parameter bearer: the link's ATT bearer.
     public init(bearer: ATTBearer) { self.bearer = bearer }
 
@@ -32,10 +37,19 @@ public final class GATTClient {
     }
 
     /// A request whose Attribute Not Found error means "no more": nil then.
-    func requestOrNone(_ pdu: ATTPDU) -> Future<ATTPDU?> {
-        bearer.submit(pdu).map { Optional($0) }.recover { e in
+    func requestOrNone<R: ATTDeclaredPDU>(_ pdu: any ATTPDU, _ response: R.Type) -> Future<R?> {
+        request(pdu, response).map { Optional($0) }.recover { e in
             if Self.isNotFound(e) { return Future(value: nil) }
             throw e
+        }
+    }
+
+    /// A request answered by a PDU of type `R`; any other response fails it
+    /// with `ATTError.unexpectedResponse`, an Error Response with `ATTError.errorResponse`.
+    public func request<R: ATTDeclaredPDU>(_ pdu: any ATTPDU, _ response: R.Type) -> Future<R> {
+        bearer.submit(pdu).map { rsp in
+            guard let r = rsp as? R else { throw ATTError.unexpectedResponse(request: pdu.opcode, received: rsp.opcode) }
+            return r
         }
     }
 
@@ -63,11 +77,8 @@ public final class GATTClient {
     public func startDiscoverPrimaryServices() -> Future<[Service]> {
         var out: [Service] = []
         return iterate(from: 0x0001) { start in
-            self.requestOrNone(.readByGroupTypeRequest(start: start, end: 0xFFFF, type: GATTUUID.primaryService)).map { rsp in
-                guard let rsp else { return nil }
-                guard case let .readByGroupTypeResponse(groups) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .readByGroupTypeRequest, received: rsp.opcode)
-                }
+            self.requestOrNone(ATT.ReadByGroupTypeRequest(start: start, end: 0xFFFF, type: GATTUUID.primaryService), ATT.ReadByGroupTypeResponse.self).map { rsp in
+                guard let groups = rsp?.groups else { return nil }
                 var last = start
                 for g in groups {
                     guard let u = BluetoothUUID(wire: g.value), g.value.count == 2 || g.value.count == 16 else {
@@ -93,11 +104,8 @@ public final class GATTClient {
     /// stopping at the first match.
     /// - Returns: a future of the service, nil when the device has none.
     public func startDiscoverPrimaryService(uuid: BluetoothUUID) -> Future<Service?> {
-        requestOrNone(.findByTypeValueRequest(start: 0x0001, end: 0xFFFF, type: 0x2800, value: uuid.attWire)).map { rsp in
-            guard let rsp else { return nil }
-            guard case let .findByTypeValueResponse(list) = rsp, let first = list.first else {
-                throw ATTError.unexpectedResponse(request: .findByTypeValueRequest, received: rsp.opcode)
-            }
+        requestOrNone(ATT.FindByTypeValueRequest(start: 0x0001, end: 0xFFFF, type: 0x2800, value: uuid.attWire), ATT.FindByTypeValueResponse.self).map { rsp in
+            guard let list = rsp?.handles, let first = list.first else { return nil }
             guard first.groupEnd >= first.found, first.found > 0 else {
                 throw GATTError.malformed(procedure: "service discovery by UUID", reason: "group 0x\(Hex.int(first.found, width: 4))-0x\(Hex.int(first.groupEnd, width: 4))")
             }
@@ -119,11 +127,8 @@ public final class GATTClient {
         var out: [Characteristic] = []
         return iterate(from: service.start) { start in
             guard start <= service.end else { return Future(value: nil) }
-            return self.requestOrNone(.readByTypeRequest(start: start, end: service.end, type: GATTUUID.characteristic)).map { rsp in
-                guard let rsp else { return nil }
-                guard case let .readByTypeResponse(items) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .readByTypeRequest, received: rsp.opcode)
-                }
+            return self.requestOrNone(ATT.ReadByTypeRequest(start: start, end: service.end, type: GATTUUID.characteristic), ATT.ReadByTypeResponse.self).map { rsp in
+                guard let items = rsp?.values else { return nil }
                 var last = start, lastValue = start
                 for it in items {
                     guard it.handle >= start, it.handle <= service.end else {
@@ -174,11 +179,8 @@ public final class GATTClient {
         guard c.valueHandle < c.end else { return Future(value: out) }
         return iterate(from: c.valueHandle + 1) { start in
             guard start <= c.end else { return Future(value: nil) }
-            return self.requestOrNone(.findInformationRequest(start: start, end: c.end)).map { rsp in
-                guard let rsp else { return nil }
-                guard case let .findInformationResponse(list) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .findInformationRequest, received: rsp.opcode)
-                }
+            return self.requestOrNone(ATT.FindInformationRequest(start: start, end: c.end), ATT.FindInformationResponse.self).map { rsp in
+                guard let list = rsp?.information else { return nil }
                 var last = start
                 for hu in list {
                     if hu.uuid == GATTUUID.characteristic || hu.uuid == GATTUUID.primaryService || hu.uuid == GATTUUID.secondaryService {
@@ -202,10 +204,7 @@ public final class GATTClient {
     /// Read Characteristic Value (4.8.1).
     /// - Returns: a future of the value (at most ATT_MTU - 1 bytes).
     public func startRead(_ handle: UInt16) -> Future<[UInt8]> {
-        bearer.submit(.readRequest(handle: handle)).map { rsp in
-            guard case let .readResponse(v) = rsp else { throw ATTError.unexpectedResponse(request: .readRequest, received: rsp.opcode) }
-            return v
-        }
+        request(ATT.ReadRequest(handle: handle), ATT.ReadResponse.self).map(\.value)
     }
 
     /// Blocking form of `startRead(_:)`.
@@ -229,9 +228,8 @@ public final class GATTClient {
     /// Read Using Characteristic UUID (4.8.2): the first value of `type` in a range.
     /// - Returns: a future of the handle and value, nil when there is none.
     public func startRead(type: BluetoothUUID, start: UInt16 = 1, end: UInt16 = 0xFFFF) -> Future<HandleValue?> {
-        requestOrNone(.readByTypeRequest(start: start, end: end, type: type)).map { rsp in
-            guard let rsp else { return nil }
-            guard case let .readByTypeResponse(items) = rsp else { throw ATTError.unexpectedResponse(request: .readByTypeRequest, received: rsp.opcode) }
+        requestOrNone(ATT.ReadByTypeRequest(start: start, end: end, type: type), ATT.ReadByTypeResponse.self).map { rsp in
+            guard let items = rsp?.values else { return nil }
             return items.first
         }
     }
@@ -255,11 +253,9 @@ public final class GATTClient {
     public func startWrite(_ handle: UInt16, value: [UInt8], withResponse: Bool) -> Future<Void> {
         if withResponse && value.count > bearer.mtu - 3 { return startWriteLong(handle, value: value) }
         if withResponse {
-            return bearer.submit(.writeRequest(handle: handle, value: value)).map { rsp in
-                guard case .writeResponse = rsp else { throw ATTError.unexpectedResponse(request: .writeRequest, received: rsp.opcode) }
-            }
+            return request(ATT.WriteRequest(handle: handle, value: value), ATT.WriteResponse.self).map { _ in }
         }
-        do { try bearer.send(.writeCommand(handle: handle, value: value)) } catch { return Future(error: error) }
+        do { try bearer.send(ATT.WriteCommand(handle: handle, value: value)) } catch { return Future(error: error) }
         return .done
     }
 

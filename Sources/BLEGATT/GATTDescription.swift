@@ -58,7 +58,7 @@ public enum GATTDescription {
     /// when `type` is not a declaration. A value that does not decode gives
     /// its bytes and the reason.
     public static func declarationFields(type: BluetoothUUID, handle: UInt16, value: [UInt8]) -> [String]? {
-        func malformed(_ error: Error) -> [String] { ["Value: \(ATTPDU.traceValue(value))", "malformed \(type.assignedName ?? "declaration"): \(error)"] }
+        func malformed(_ error: Error) -> [String] { ["Value: \(ATT.traceValue(value))", "malformed \(type.assignedName ?? "declaration"): \(error)"] }
         switch type {
         case GATTUUID.primaryService, GATTUUID.secondaryService:
             guard value.count == 2 || value.count == 16, let u = BluetoothUUID(wire: value) else {
@@ -81,7 +81,7 @@ public enum GATTDescription {
 /// discovery, so a Read of one (the UUID of a 128-bit include) is named.
 public struct GATTTraceContext: Sendable {
     /// The outstanding request of each side (key: sent by this host).
-    private var pending: [Bool: ATTPDU] = [:]
+    private var pending: [Bool: any ATTPDU] = [:]
     /// Handles known to hold a service declaration (key: the side that owns the
     /// database, i.e. did not send the discovery request).
     private var serviceDeclarations: [Bool: Set<UInt16>] = [:]
@@ -92,13 +92,13 @@ public struct GATTTraceContext: Sendable {
 
     /// The trace's lines for `pdu`, which travelled from this host when
     /// `sentByUs` is true, and notes what later responses need.
-    public mutating func traceFields(_ pdu: ATTPDU, sentByUs: Bool) -> [String] {
+    public mutating func traceFields(_ pdu: any ATTPDU, sentByUs: Bool) -> [String] {
         let kind = pdu.opcode.kind
         if kind == .request { pending[sentByUs] = pdu }
         // A response (or error) answers the other side's request.
         let request = kind == .response ? pending.removeValue(forKey: !sentByUs) : nil
         var readByType: BluetoothUUID?
-        if case let .readByTypeRequest(_, _, t)? = request { readByType = t }
+        if let t = (request as? ATT.ReadByTypeRequest)?.type { readByType = t }
         var f = pdu.traceFields { handle, value in
             if let t = readByType { return GATTDescription.declarationFields(type: t, handle: handle, value: value) }
             // The request was not seen (a capture started mid-exchange): a value
@@ -107,15 +107,16 @@ public struct GATTTraceContext: Sendable {
                   let c = try? Characteristic.decodeDeclaration(handle: handle, value: value) else { return nil }
             return c.declarationTraceFields
         }
+        let services = [GATTUUID.primaryService, GATTUUID.secondaryService]
         switch (pdu, request) {
-        case let (.readByTypeResponse(items), _) where readByType == GATTUUID.include:
-            for it in items { if let inc = try? IncludeDeclaration.decode(it.value) { note(inc.start, server: sentByUs) } }
-        case let (.readByGroupTypeResponse(groups), .readByGroupTypeRequest(_, _, t)?) where t == GATTUUID.primaryService || t == GATTUUID.secondaryService:
-            for g in groups { note(g.handle, server: sentByUs) }
-        case let (.findByTypeValueResponse(list), .findByTypeValueRequest(_, _, t, _)?) where [GATTUUID.primaryService, GATTUUID.secondaryService].contains(BluetoothUUID(uint16: t)):
-            for h in list { note(h.found, server: sentByUs) }
-        case let (.readResponse(v), .readRequest(h)?) where serviceDeclarations[sentByUs]?.contains(h) == true:
-            if let lines = GATTDescription.declarationFields(type: GATTUUID.primaryService, handle: h, value: v) {
+        case let (r as ATT.ReadByTypeResponse, _) where readByType == GATTUUID.include:
+            for it in r.values { if let inc = try? IncludeDeclaration.decode(it.value) { note(inc.start, server: sentByUs) } }
+        case let (r as ATT.ReadByGroupTypeResponse, q as ATT.ReadByGroupTypeRequest) where services.contains(q.type):
+            for g in r.groups { note(g.handle, server: sentByUs) }
+        case let (r as ATT.FindByTypeValueResponse, q as ATT.FindByTypeValueRequest) where services.contains(BluetoothUUID(uint16: q.type)):
+            for h in r.handles { note(h.found, server: sentByUs) }
+        case let (r as ATT.ReadResponse, q as ATT.ReadRequest) where serviceDeclarations[sentByUs]?.contains(q.handle) == true:
+            if let lines = GATTDescription.declarationFields(type: GATTUUID.primaryService, handle: q.handle, value: r.value) {
                 f += lines.map { "  " + $0 }
             }
         default: break

@@ -18,11 +18,8 @@ extension GATTClient {
     public func startDiscoverPrimaryServices(uuid: BluetoothUUID) -> Future<[Service]> {
         var out: [Service] = []
         return iterate(from: 0x0001) { start in
-            self.requestOrNone(.findByTypeValueRequest(start: start, end: 0xFFFF, type: 0x2800, value: uuid.attWire)).map { rsp in
-                guard let rsp else { return nil }
-                guard case let .findByTypeValueResponse(list) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .findByTypeValueRequest, received: rsp.opcode)
-                }
+            self.requestOrNone(ATT.FindByTypeValueRequest(start: start, end: 0xFFFF, type: 0x2800, value: uuid.attWire), ATT.FindByTypeValueResponse.self).map { rsp in
+                guard let list = rsp?.handles else { return nil }
                 var last = start
                 for h in list {
                     guard h.found >= start, h.groupEnd >= h.found else {
@@ -48,11 +45,8 @@ extension GATTClient {
         var out: [IncludedService] = []
         return iterate(from: service.start) { start in
             guard start <= service.end else { return Future(value: nil) }
-            return self.requestOrNone(.readByTypeRequest(start: start, end: service.end, type: GATTUUID.include)).flatMap { rsp -> Future<UInt16?> in
-                guard let rsp else { return Future(value: nil) }
-                guard case let .readByTypeResponse(items) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .readByTypeRequest, received: rsp.opcode)
-                }
+            return self.requestOrNone(ATT.ReadByTypeRequest(start: start, end: service.end, type: GATTUUID.include), ATT.ReadByTypeResponse.self).flatMap { rsp -> Future<UInt16?> in
+                guard let items = rsp?.values else { return Future(value: nil) }
                 var last = start
                 var pending: [(Int, UInt16)] = [] // (index in out, included start) still needing a UUID
                 for it in items {
@@ -118,11 +112,8 @@ extension GATTClient {
         let mtu = bearer.mtu
         return iterate(from: start) { from in
             guard from <= end else { return Future(value: nil) }
-            return self.requestOrNone(.readByTypeRequest(start: from, end: end, type: type)).flatMap { rsp -> Future<UInt16?> in
-                guard let rsp else { return Future(value: nil) }
-                guard case let .readByTypeResponse(items) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .readByTypeRequest, received: rsp.opcode)
-                }
+            return self.requestOrNone(ATT.ReadByTypeRequest(start: from, end: end, type: type), ATT.ReadByTypeResponse.self).flatMap { rsp -> Future<UInt16?> in
+                guard let items = rsp?.values else { return Future(value: nil) }
                 var last = from
                 var truncated: [Int] = []
                 for it in items {
@@ -154,8 +145,8 @@ extension GATTClient {
         let mtu = bearer.mtu
         guard value.count < Self.maximumValueLength else { return Future(value: value) }
         return iterate(from: UInt16(value.count)) { offset in
-            self.bearer.submit(.readBlobRequest(handle: handle, offset: offset)).map { rsp -> UInt16? in
-                guard case let .readBlobResponse(part) = rsp else { throw ATTError.unexpectedResponse(request: .readBlobRequest, received: rsp.opcode) }
+            self.request(ATT.ReadBlobRequest(handle: handle, offset: offset), ATT.ReadBlobResponse.self).map { rsp -> UInt16? in
+                let part = rsp.value
                 value += part
                 if part.count < mtu - 1 || value.count >= Self.maximumValueLength { return nil }
                 return UInt16(value.count)
@@ -185,11 +176,8 @@ extension GATTClient {
         let prepared = iterate(from: 0) { _ -> Future<UInt16?> in
             let chunk = Array(value[pos..<min(pos + part, value.count)])
             let at = offset + UInt16(pos)
-            return self.bearer.submit(.prepareWriteRequest(handle: handle, offset: at, value: chunk)).map { rsp -> UInt16? in
-                guard case let .prepareWriteResponse(h, o, echoed) = rsp else {
-                    throw ATTError.unexpectedResponse(request: .prepareWriteRequest, received: rsp.opcode)
-                }
-                guard h == handle, o == at, echoed == chunk else { throw GATTError.prepareWriteMismatch(handle: handle, offset: at) }
+            return self.request(ATT.PrepareWriteRequest(handle: handle, offset: at, value: chunk), ATT.PrepareWriteResponse.self).map { rsp -> UInt16? in
+                guard rsp.handle == handle, rsp.offset == at, rsp.value == chunk else { throw GATTError.prepareWriteMismatch(handle: handle, offset: at) }
                 pos += chunk.count
                 return pos < value.count ? 0 : nil
             }
@@ -198,13 +186,11 @@ extension GATTClient {
             // Cancel whatever the server queued; the original error is what the caller sees.
             if case ATTError.timeout = e { throw e }
             if case ATTError.disconnected = e { throw e }
-            return self.bearer.submit(.executeWriteRequest(flags: 0x00))
-                .map { (_: ATTPDU) -> Void in throw e }
+            return self.bearer.submit(ATT.ExecuteWriteRequest(flags: 0x00))
+                .map { (_: any ATTPDU) -> Void in throw e }
                 .recover { (_: any Error) -> Future<Void> in throw e }
         }.flatMap {
-            self.bearer.submit(.executeWriteRequest(flags: 0x01)).map { rsp in
-                guard case .executeWriteResponse = rsp else { throw ATTError.unexpectedResponse(request: .executeWriteRequest, received: rsp.opcode) }
-            }
+            self.request(ATT.ExecuteWriteRequest(flags: 0x01), ATT.ExecuteWriteResponse.self).map { _ in }
         }
     }
 

@@ -142,7 +142,7 @@ public final class PacketDecoder {
     }
 
     /// The indented lines for one ATT PDU (an L2CAP payload on CID 0x0004),
-    /// described by `ATTPDU.traceFields` and, for GATT declarations, by the
+    /// described by its declaration (`ATTPDU.traceFields`) and, for GATT declarations, by the
     /// connection's `GATTTraceContext`; a PDU that fails to decode gives its
     /// opcode, the error and a hex dump.
     /// - Parameters:
@@ -150,10 +150,10 @@ public final class PacketDecoder {
     ///   - sentByUs: true for a PDU this host sent.
     public func attLines(_ b: [UInt8], handle: UInt16 = 0, sentByUs: Bool = true) -> [String] {
         let i = "          "
-        let summary = "        ATT: " + ATTPDU.traceSummary(b)
+        let summary = "        ATT: " + ATT.traceSummary(b)
         guard !b.isEmpty else { return [summary] }
-        let pdu: ATTPDU
-        do { pdu = try ATTPDU.decode(b) } catch {
+        let pdu: any ATTPDU
+        do { pdu = try ATT.decode(b) } catch {
             return [summary, "\(i)malformed: \(error)"] + Self.hexLines(b, indent: i)
         }
         return [summary] + gatt[handle, default: GATTTraceContext()].traceFields(pdu, sentByUs: sentByUs).map { i + $0 }

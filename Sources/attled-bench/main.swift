@@ -37,6 +37,6 @@ measure("legacy advertising reports (event + AD parse)", iterations: n) {
     return AdvertisingData(reports[0].data).structures.count
 }
 measure("ATT Read By Type Response decode", iterations: n) {
-    guard case let .readByTypeResponse(items)? = try? ATTPDU.decode(attPDU) else { return 0 }
-    return items.count
+    guard let r = try? ATT.decode(attPDU) as? ATT.ReadByTypeResponse else { return 0 }
+    return r.values.count
 }

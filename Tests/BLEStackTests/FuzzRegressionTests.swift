@@ -15,16 +15,16 @@ struct FuzzRegressionTests {
     @Test("a Find Information Response mixing UUID widths encodes in format 2")
     func findInformationMixedWidths() throws {
         let bytes = hex("05 02 01 00 fb 34 9b 5f 80 00 00 80 00 10 00 00 00 28 00 00 02 00 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f")
-        let pdu = try ATTPDU.decode(bytes)
-        guard case let .findInformationResponse(list) = pdu else { Issue.record("decoded as \(pdu)"); return }
+        let pdu = try ATT.decode(bytes)
+        guard let list = (pdu as? ATT.FindInformationResponse)?.information else { Issue.record("decoded as \(pdu)"); return }
         #expect(list.map(\.uuid.uint16) == [0x2800, nil])
         #expect(pdu.encoded == bytes)
-        #expect(try ATTPDU.decode(pdu.encoded) == pdu)
+        #expect(try ATT.decode(pdu.encoded) == pdu)
     }
 
     @Test("a Find Information Response of 16-bit UUIDs only still encodes in format 1")
     func findInformationShortForm() throws {
-        let pdu = ATTPDU.findInformationResponse([HandleUUID(handle: 0x0011, uuid: BluetoothUUID(uint16: 0x2902))])
+        let pdu = ATT.FindInformationResponse([HandleUUID(handle: 0x0011, uuid: BluetoothUUID(uint16: 0x2902))])
         #expect(pdu.encoded == hex("05 01 11 00 02 29"))
     }
 

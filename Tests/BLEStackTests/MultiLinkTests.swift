@@ -46,28 +46,28 @@ struct MultiLinkTests {
     func interleave() throws {
         let t = TwoLinks()
         // A writes handle 0x0010; nothing answers yet. B reads handle 0x0020.
-        let wa = t.a.submit(.writeRequest(handle: 0x0010, value: [0xFF]))
-        let rb = t.b.submit(.readRequest(handle: 0x0020))
+        let wa = t.a.submit(ATT.WriteRequest(handle: 0x0010, value: [0xFF]))
+        let rb = t.b.submit(ATT.ReadRequest(handle: 0x0020))
         #expect(t.ctl.sentHex(.acl) == ["02 01 00 08 00 04 00 04 00 12 10 00 ff", "02 02 00 07 00 03 00 04 00 0a 20 00"])
         // B's notification and B's response come first, then A's response.
         t.ctl.deliver(aclIn(2, hex("1b 21 00 07")), aclIn(2, hex("0b 2a")), aclIn(1, hex("13")))
         _ = try t.host.pump(until: Instant.now().adding(ms: 500)) { wa.isComplete && rb.isComplete }
         #expect(t.notificationsB == [HandleValue(handle: 0x0021, value: [0x07])])
-        #expect(try rb.result?.get() == .readResponse([0x2A]))
-        #expect(try wa.result?.get() == .writeResponse)
+        #expect(try rb.result?.get() == ATT.ReadResponse([0x2A]))
+        #expect(try wa.result?.get() == ATT.WriteResponse())
     }
 
     @Test("a disconnection on A fails only A's pending and queued requests; B's completes")
     func disconnectFailsOnlyItsLink() throws {
         let t = TwoLinks()
-        let a1 = t.a.submit(.readRequest(handle: 0x0010))
-        let a2 = t.a.submit(.readRequest(handle: 0x0011)) // queued behind a1
-        let b1 = t.b.submit(.readRequest(handle: 0x0020))
+        let a1 = t.a.submit(ATT.ReadRequest(handle: 0x0010))
+        let a2 = t.a.submit(ATT.ReadRequest(handle: 0x0011)) // queued behind a1
+        let b1 = t.b.submit(ATT.ReadRequest(handle: 0x0020))
         t.ctl.deliver(Ev.disconnected(handle: 1, reason: 0x08), aclIn(2, hex("0b 01")))
         _ = try t.host.pump(until: Instant.now().adding(ms: 500)) { a1.isComplete && a2.isComplete && b1.isComplete }
         #expect(throws: ATTError.disconnected(reason: .connectionTimeout)) { try a1.result?.get() }
         #expect(throws: ATTError.disconnected(reason: .connectionTimeout)) { try a2.result?.get() }
-        #expect(try b1.result?.get() == .readResponse([0x01]))
+        #expect(try b1.result?.get() == ATT.ReadResponse([0x01]))
         // The queued request on A was never sent.
         #expect(!t.ctl.sentHex(.acl).contains { $0.hasSuffix("0a 11 00") })
         #expect(t.b.state == .open)
@@ -76,8 +76,8 @@ struct MultiLinkTests {
     @Test("a second ATT request on one bearer is queued, not trapped, and sent when the first is answered")
     func secondRequestQueued() throws {
         let t = TwoLinks()
-        let r1 = t.a.submit(.readRequest(handle: 0x0010))
-        let r2 = t.a.submit(.readRequest(handle: 0x0012))
+        let r1 = t.a.submit(ATT.ReadRequest(handle: 0x0010))
+        let r2 = t.a.submit(ATT.ReadRequest(handle: 0x0012))
         #expect(t.a.pendingRequest == .readRequest && t.a.queuedRequests == 1)
         #expect(t.ctl.sentHex(.acl).count == 1)
         t.ctl.deliver(aclIn(1, hex("0b 01")))
@@ -85,8 +85,8 @@ struct MultiLinkTests {
         #expect(t.ctl.sentHex(.acl).last == "02 01 00 07 00 03 00 04 00 0a 12 00")
         t.ctl.deliver(aclIn(1, hex("0b 02")))
         _ = try t.host.pump(until: Instant.now().adding(ms: 500)) { r2.isComplete }
-        #expect(try r1.result?.get() == .readResponse([1]))
-        #expect(try r2.result?.get() == .readResponse([2]))
+        #expect(try r1.result?.get() == ATT.ReadResponse([1]))
+        #expect(try r2.result?.get() == ATT.ReadResponse([2]))
     }
 
     @Test("an ATT timeout fails the outstanding request with timeout and the queued ones with bearerClosed, and reports it once")
@@ -94,13 +94,13 @@ struct MultiLinkTests {
         let t = TwoLinks()
         var timeouts: [ATTError] = []
         t.a.onTimeout = { timeouts.append($0) }
-        let r1 = t.a.submit(.readRequest(handle: 0x0010))
-        let r2 = t.a.submit(.readRequest(handle: 0x0011))
+        let r1 = t.a.submit(ATT.ReadRequest(handle: 0x0010))
+        let r2 = t.a.submit(ATT.ReadRequest(handle: 0x0011))
         _ = try t.host.pump(until: Instant.now().adding(ms: 2000)) { r1.isComplete && r2.isComplete }
         #expect(throws: ATTError.timeout(request: .readRequest, handle: 0x0010, ms: 300)) { try r1.result?.get() }
         #expect(throws: ATTError.bearerClosed) { try r2.result?.get() }
         #expect(timeouts.count == 1)
-        #expect(throws: ATTError.bearerClosed) { try t.a.request(.readRequest(handle: 0x0012)) }
+        #expect(throws: ATTError.bearerClosed) { try t.a.request(ATT.ReadRequest(handle: 0x0012)) }
         #expect(t.ctl.sentHex(.acl).count == 1) // r2 was never sent
     }
 
@@ -110,8 +110,8 @@ struct MultiLinkTests {
         var cmdResults: [Result<HCIHost.CommandOutcome, HCIError>] = []
         t.host.enqueue(.readBDADDR) { cmdResults.append($0) }   // in flight (1 credit)
         t.host.enqueue(.readLocalVersion) { cmdResults.append($0) } // queued
-        let ra = t.a.submit(.readRequest(handle: 0x0010))
-        let rb = t.b.submit(.readRequest(handle: 0x0020))
+        let ra = t.a.submit(ATT.ReadRequest(handle: 0x0010))
+        let rb = t.b.submit(ATT.ReadRequest(handle: 0x0020))
         var fired = false
         t.host.schedule(afterMs: 10) { fired = true }
         var closes = 0

@@ -15,7 +15,7 @@ struct RegressionTests {
         // 24-byte Read Response at the default ATT_MTU of 23.
         f.expectATT("0a 10 00", reply: "0b " + String(repeating: "aa ", count: 23))
         #expect(throws: ATTError.malformedResponse(request: .readRequest, reason: "Read Response of 24 bytes exceeds ATT_MTU 23")) {
-            _ = try f.bearer.request(.readRequest(handle: 0x10))
+            _ = try f.bearer.request(ATT.ReadRequest(handle: 0x10))
         }
     }
 

@@ -162,18 +162,18 @@ struct TraceDescriptionTests {
 
     @Test("every PDU ATTPDU encodes describes itself without trapping, with a summary naming its opcode")
     func everyPDU() {
-        let pdus: [ATTPDU] = [
-            .errorResponse(request: .readRequest, handle: 1, error: .invalidHandle), .exchangeMTURequest(mtu: 517),
-            .findInformationResponse([HandleUUID(handle: 1, uuid: BluetoothUUID(uint16: 0x2902))]),
-            .readByTypeResponse([HandleValue(handle: 2, value: hex("02 03 00 00 2a"))]),
-            .readByGroupTypeResponse([GroupValue(handle: 1, endGroup: 5, value: hex("00 18"))]),
-            .readMultipleRequest([1, 2]), .signedWriteCommand(handle: 1, value: [1], signature: Array(repeating: 0xAA, count: 12)),
-            .unknown(ATTOpcode(rawValue: 0x7F), [0]),
+        let pdus: [any ATTPDU] = [
+            ATT.ErrorResponse(request: .readRequest, handle: 1, error: .invalidHandle), ATT.ExchangeMTURequest(mtu: 517),
+            ATT.FindInformationResponse([HandleUUID(handle: 1, uuid: BluetoothUUID(uint16: 0x2902))]),
+            ATT.ReadByTypeResponse([HandleValue(handle: 2, value: hex("02 03 00 00 2a"))]),
+            ATT.ReadByGroupTypeResponse([GroupValue(handle: 1, endGroup: 5, value: hex("00 18"))]),
+            ATT.ReadMultipleRequest([1, 2]), ATT.SignedWriteCommand(handle: 1, value: [1], signature: Array(repeating: 0xAA, count: 12)),
+            ATTUnknownPDU(opcode: ATTOpcode(rawValue: 0x7F), parameters: [0]),
         ]
         for p in pdus {
-            #expect(ATTPDU.traceSummary(p.encoded).hasPrefix(p.opcode.description))
+            #expect(ATT.traceSummary(p.encoded).hasPrefix(p.opcode.description))
             #expect(!p.traceFields().isEmpty)
         }
-        #expect(ATTPDU.traceSummary([]) == "empty PDU")
+        #expect(ATT.traceSummary([]) == "empty PDU")
     }
 }

@@ -236,6 +236,89 @@ def test_read_by_unique_uuid(world, tmp_path):
     assert re.sub(r"[^0-9a-f]", "", r.stdout.lower()) == c["value"]
 
 
+OP_READ_MULTIPLE_VARIABLE = 0x20
+
+
+def multi_read_picks(db: dict) -> list[dict]:
+    """Five readable characteristics whose Length Value tuples fit one
+    response at ATT_MTU 517, the last a long one: Bumble's server cuts it to
+    251 bytes (and would send a response past the MTU if it did not fit)."""
+    small = [c for _, c in generated(db) if c["value"] is not None and 1 <= len(c["value"]) // 2 <= 40][:4]
+    long = next(c for _, c in generated(db) if c["value"] is not None and len(c["value"]) // 2 > 300)
+    assert len(small) == 4 and sum(2 + len(c["value"]) // 2 for c in small) + 2 + 251 <= 516
+    return small + [long]
+
+
+@pytest.mark.controllers
+def test_read_several_values_in_one_round_trip(world):
+    """Issue 20: several --char are read with one Read Multiple Variable
+    Length Request, in the order given. At ATT_MTU 517 the server cuts the
+    400-byte value to 251 bytes; one Read Response holds it whole, so it is
+    read again once (no Read Blob)."""
+    w, db = start_peer(world, 3, 517)
+    picks = multi_read_picks(db)
+    args = [a for c in picks for a in ("--char", f"0x{c['value_handle']:04x}")]
+    mark = w.mark()
+    r = ok(attled(w, "read", *args, "--json"))
+    got = json.loads(r.stdout)
+    assert got["method"] == "read-multiple-variable"
+    assert [(v["handle"], v["value"]) for v in got["values"]] == [(c["value_handle"], c["value"]) for c in picks]
+    w.wait_event({"event": "disconnected"}, since=mark)
+    multi = att_events(w, OP_READ_MULTIPLE_VARIABLE, since=mark)
+    assert len(multi) == 1
+    assert multi[0]["pdu"][2:] == "".join(c["value_handle"].to_bytes(2, "little").hex() for c in picks)
+    assert [handle_of_pdu(e["pdu"]) for e in att_events(w, OP_READ, since=mark)] == [picks[-1]["value_handle"]]
+    assert not att_events(w, OP_READ_BLOB, since=mark)
+    # Plain output: one value per line, in order.
+    r = ok(attled(w, "read", *args))
+    assert r.stdout.split() == [c["value"] for c in picks]
+
+
+def test_read_several_values_at_mtu_23_completes_what_did_not_fit(world):
+    """At ATT_MTU 23 the server sends 20 bytes of the first (400-byte) value
+    and nothing else: attled continues that one with Read Blob from offset 20
+    and reads the rest on their own."""
+    w, db = start_peer(world, 3, 23)
+    small = [c for _, c in generated(db) if c["value"] is not None and 1 <= len(c["value"]) // 2 <= 20][:3]
+    assert len(small) == 3
+    long = next(c for _, c in generated(db) if c["value"] is not None and len(c["value"]) // 2 == 400)
+    picks = [long] + small
+    args = [a for c in picks for a in ("--char", f"0x{c['value_handle']:04x}")]
+    mark = w.mark()
+    got = json.loads(ok(attled(w, "read", *args, "--json")).stdout)
+    assert [(v["handle"], v["value"]) for v in got["values"]] == [(c["value_handle"], c["value"]) for c in picks]
+    w.wait_event({"event": "disconnected"}, since=mark)
+    assert len(att_events(w, OP_READ_MULTIPLE_VARIABLE, since=mark)) == 1
+    blobs = att_events(w, OP_READ_BLOB, since=mark)
+    assert {handle_of_pdu(e["pdu"]) for e in blobs} == {long["value_handle"]}
+    assert offset_of_pdu(blobs[0]["pdu"]) == 20
+    assert [handle_of_pdu(e["pdu"]) for e in att_events(w, OP_READ, since=mark)] == [c["value_handle"] for c in small]
+
+
+@pytest.mark.controllers
+def test_read_several_values_falls_back_to_single_reads(world):
+    """A server before ATT 5.2 answers Read Multiple Variable with Request
+    Not Supported: attled reads each value on its own (the lengths are not
+    known, so Read Multiple cannot be split), and still prints them all."""
+    w, db = start_peer(world, 3, 517, extra=",unsupported=20")
+    picks = multi_read_picks(db)
+    args = [a for c in picks for a in ("--char", f"0x{c['value_handle']:04x}")]
+    mark = w.mark()
+    r = ok(attled(w, "read", *args, "--json"))
+    got = json.loads(r.stdout)
+    assert got["method"] == "read"
+    assert [(v["handle"], v["value"]) for v in got["values"]] == [(c["value_handle"], c["value"]) for c in picks]
+    w.wait_event({"event": "disconnected"}, since=mark)
+    assert len(w.find({"event": "unsupported", "op": OP_READ_MULTIPLE_VARIABLE}, since=mark)) == 1
+    assert [handle_of_pdu(e["pdu"]) for e in att_events(w, OP_READ, since=mark)] == [c["value_handle"] for c in picks]
+
+
+def test_several_chars_are_only_for_read(world):
+    w, _ = start_peer(world, 3, 517)
+    r = attled(w, "write", "--char", "0x0010", "--char", "0x0012", "--value", "01")
+    assert r.returncode == 64 and "only read takes several" in r.stderr, r.stderr
+
+
 @pytest.mark.controllers
 def test_read_long_value_uses_read_blob(world):
     w, db = start_peer(world, 3, 23)
