@@ -33,9 +33,10 @@ let package = Package(
         // Bounds-checked byte reader/writer, addresses, UUIDs, assigned numbers, clocks and
         // backoff, JSON values (the CLI's --json output, the gateway's MQTT payloads).
         .target(name: "BLEWire", swiftSettings: strict),
-        // Moves whole HCI packets: H4 over TCP/Unix/serial, Linux HCI user channel.
-        .target(name: "BLETransport", dependencies: ["BLEWire", "CBluetooth"], swiftSettings: strict),
-        // HCI commands/events, command flow control, ACL credits, the run loop.
+        // Moves whole HCI packets: H4 over TCP/Unix/serial, Linux HCI user channel;
+        // the event loop (descriptors, timers, signals) the whole program runs on.
+        .target(name: "BLETransport", dependencies: ["BLEWire", "CBluetooth", "CEpoll"], swiftSettings: strict),
+        // HCI commands/events, command flow control, ACL credits; drives the event loop.
         .target(name: "BLEHCI", dependencies: ["BLEWire", "BLETransport"], swiftSettings: strict),
         // Advertising data, scanning, connecting.
         .target(name: "BLEGAP", dependencies: ["BLEWire", "BLEHCI"], swiftSettings: strict),
@@ -52,11 +53,11 @@ let package = Package(
         // The facade: open, scan, connect, a GATT client per link; re-exports the layers.
         .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "LEDProfile", "BLESMP"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.
-        // Linux's epoll header (the gateway's wake-up set).
+        // Linux's epoll header (the event loop's descriptor set, in BLETransport).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
                 dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
-                    + (withGateway ? ["BLEMQTT", "CEpoll"] : []),
+                    + (withGateway ? ["BLEMQTT"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
@@ -72,7 +73,7 @@ let package = Package(
         .target(name: "CMosquittoLoader", linkerSettings: [.linkedLibrary("dl")]),
         // MQTT client over libmosquitto driven by the owner's poll loop, Home
         // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
-        .target(name: "BLEMQTT", dependencies: ["BLEWire", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
+        .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
                     dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests

@@ -35,9 +35,9 @@ MODULES=(
   "BLESMP BLEWire"
   "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
   "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
-  "BLEMQTT BLEWire"
+  "BLEMQTT BLEWire BLETransport"
 )
-FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
+FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CEpoll" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
 
 die() { echo "fuzz: $*" >&2; exit 1; }
 

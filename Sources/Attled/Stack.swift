@@ -38,15 +38,16 @@ public final class BLEStack {
     /// Opens a transport and initialises the controller.
     /// - Parameters:
     ///   - spec: `hci0`, `serial:/dev/ttyACM0[,115200][,rtscts]`, `tcp:HOST:PORT` or `unix:/path`.
-    ///   - wake: what else wakes the event loop (`Wake.signals` for SIGINT/SIGTERM).
+    ///   - loop: the event loop to run on (default: one of the stack's own;
+    ///     `loop.watchSignals()` makes SIGINT/SIGTERM end blocking calls).
     ///   - observers: packet taps (a tracer, a btsnoop writer).
     /// - Returns: a ready stack.
     /// - Throws: `TransportError` (cannot open), `HCIError` (initialisation failed).
-    public static func open(_ spec: String, wake: Wake = .none, observers: [PacketObserver] = [],
+    public static func open(_ spec: String, loop: EventLoop = EventLoop(), observers: [PacketObserver] = [],
                             ownAddress: BDAddress? = nil, identity: BondStore? = nil) throws -> BLEStack {
         let t = try TransportSpec.parse(spec).open()
         do {
-            return try BLEStack(transport: t, wake: wake, observers: observers, ownAddress: ownAddress, identity: identity)
+            return try BLEStack(transport: t, loop: loop, observers: observers, ownAddress: ownAddress, identity: identity)
         } catch {
             t.close()
             throw error
@@ -62,10 +63,10 @@ public final class BLEStack {
     ///     own); nil: a new one for every run, which bonded devices will not recognise.
     ///   - others: see `open`.
     /// - Throws: `HCIError`.
-    public init(transport: HCITransport, wake: Wake = .none, observers: [PacketObserver] = [],
+    public init(transport: HCITransport, loop: EventLoop = EventLoop(), observers: [PacketObserver] = [],
                 ownAddress: BDAddress? = nil, identity: BondStore? = nil) throws {
         self.transport = transport
-        let h = HCIHost(transport: transport, wake: wake)
+        let h = HCIHost(transport: transport, loop: loop)
         h.observers = observers
         host = h
         info = try h.initialize(randomAddress: ownAddress,

@@ -4,14 +4,14 @@ import Glibc
 #endif
 import Attled
 import BLEMQTT
-import CEpoll
 
 /// `attled gateway`: keeps links to the LED devices around it and bridges
 /// them to an MQTT broker with Home Assistant's discovery convention.
 ///
-/// One thread, one loop: the HCI host's `pump`. The broker's socket and the
-/// signal pipe are registered in an epoll set whose descriptor is the loop's
-/// wake-up source, so a command from the broker is handled as soon as it
+/// One thread, one loop: the session's `EventLoop`, which the HCI host
+/// drives while there is a controller and which runs on its own while there
+/// is none. The broker's socket (MQTTClient.attach) and the signal pipe are
+/// registered with it, so a command from the broker is handled as soon as it
 /// arrives and a write to one device never waits for another device or for
 /// the broker.
 final class Gateway {
@@ -21,21 +21,13 @@ final class Gateway {
     /// Made at first use, after Session.open (which may move the cache and the bonds).
     lazy var resolver = s.makeResolver(explicitProfile: nil, trustCache: false)
     private(set) var mqtt: MQTTClient?
-    let epfd: Int32
-    var registeredFD: Int32 = -1
-    var registeredEvents: UInt32 = 0
     var mqttBackoff = Backoff(initialMs: 500, maxMs: 30_000)
-    var mqttRetry: HostToken?
-    /// The host `mqttRetry` was scheduled on.
-    weak var mqttRetryHost: HCIHost?
+    /// The broker reconnect timer, on the loop (it outlives a controller reset).
+    var mqttRetry: EventLoop.Token?
+    var loop: EventLoop { s.loop }
     var devices: [BDAddress: GatewayDevice] = [:]
     var connecting: GatewayDevice?
     var stopping = false
-    /// The loop's wake-up source: the epoll set (signals and the broker).
-    var wake: Wake {
-        Wake(fd: epfd, drain: { [weak self] in self?.drainEpoll() }, interruption: { SignalWatch.received })
-    }
-
     /// - Throws: `RunError` (usage) for bad prefixes or an unreadable password file.
     init(_ s: Session) throws {
         self.s = s
@@ -45,14 +37,9 @@ final class Gateway {
         } catch {
             throw RunError("\(error)", .usage)
         }
-        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        if epfd < 0 { throw RunError("epoll_create1: \(String(cString: strerror(errno)))", .failure) }
-        // Session.run installed the signal pipe before making the gateway.
-        if SignalWatch.wakeFD >= 0 { add(SignalWatch.wakeFD, UInt32(EPOLLIN.rawValue)) }
-        SignalWatch.installHangup()
+        s.loop.watchSignals(hangup: true)
+        s.loop.onHangup = { [weak self] in self?.hangup() }
     }
-
-    deinit { close(epfd) }
 
     // MARK: run
 
@@ -111,12 +98,6 @@ final class Gateway {
             self.linkUp(dev, stack.attach(c))
             return true
         }
-        // A retry timer on a host that is gone never fires: schedule it anew
-        // (one on this host is kept: not two retries).
-        if mqttRetryHost !== stack.host {
-            mqttRetry = nil
-            if let c = mqtt, c.state == .disconnected { scheduleBrokerRetry() }
-        }
         schedulePeriodic(stack.host)
         ensureScanning()
         chooseReconnectPath(stack)
@@ -151,21 +132,14 @@ final class Gateway {
         }
     }
 
-    /// Waits `ms` with no controller, still serving the broker (and signals).
+    /// Waits `ms` with no controller: the loop runs on its own, still
+    /// serving the broker (and signals).
     func serveBrokerOnly(ms: Int) throws {
-        let until = Instant.now().adding(ms: ms)
-        var lastMisc = Instant.now()
-        while Instant.now() < until {
-            if SignalWatch.received != nil { throw stop() }
-            var ev = [epoll_event](repeating: epoll_event(), count: 1)
-            let slice = Int32(max(1, min(100, Instant.now().msUntil(until))))
-            if epoll_wait(epfd, &ev, 1, slice) > 0 { drainEpoll() }
-            if lastMisc.msUntil(Instant.now()) >= 500 {
-                lastMisc = Instant.now()
-                mqtt?.periodic()
-                if let c = mqtt, c.state == .disconnected, mqttRetry == nil { connectBroker(first: false) }
-                syncEpoll()
-            }
+        if let c = mqtt, c.state == .disconnected, mqttRetry == nil { scheduleBrokerRetry() }
+        do {
+            try loop.sleep(until: Instant.now().adding(ms: ms))
+        } catch EventLoopError.interrupted {
+            throw stop()
         }
     }
 
@@ -189,6 +163,7 @@ final class Gateway {
         let c: MQTTClient
         do { c = try MQTTClient(o) } catch { throw RunError("MQTT: \(error)", .usage) }
         mqtt = c
+        c.attach(to: loop)
         c.onConnect = { [weak self] ack in self?.brokerConnected(ack) }
         c.onDisconnect = { [weak self] code in self?.brokerLost(code) }
         c.onMessage = { [weak self] topic, payload, _ in self?.message(topic, payload) }
@@ -203,7 +178,6 @@ final class Gateway {
             log("gateway: MQTT: \(error)")
             scheduleBrokerRetry()
         }
-        syncEpoll()
     }
 
     /// SIGHUP: drop the broker connection and connect again at once (after
@@ -211,32 +185,32 @@ final class Gateway {
     func hangup() {
         guard let c = mqtt, !stopping else { return }
         log("gateway: SIGHUP: reconnecting to the broker")
-        if let t = mqttRetry, let h = s.host { h.cancel(t) }
+        if let t = mqttRetry { loop.cancel(t) }
         mqttRetry = nil
         mqttBackoff.reset()
         if c.state == .connected {
-            // Clean: the broker does not publish the will; onDisconnect then reconnects.
+            // Clean: the broker does not publish the will; onDisconnect then
+            // reconnects, once the loop has written the DISCONNECT.
             hupReconnect = true
             try? c.disconnect()
-            // Let the DISCONNECT go out (bounded; a SIGHUP is rare), then connect again.
-            _ = c.runUntil(Instant.now().adding(ms: 500)) { c.state != .connected || c.socket < 0 }
-            if hupReconnect {
-                // The disconnect was never reported: connect again anyway.
-                hupReconnect = false
-                connectBroker(first: false)
+            // The disconnect never reported (bounded; a SIGHUP is rare): connect again anyway.
+            mqttRetry = loop.schedule(afterMs: 500) { [weak self] in
+                guard let self else { return }
+                self.mqttRetry = nil
+                guard self.hupReconnect else { return }
+                self.hupReconnect = false
+                self.connectBroker(first: false)
             }
-            syncEpoll()
         } else {
             connectBroker(first: false)
         }
     }
 
     func scheduleBrokerRetry() {
-        guard let h = s.host, mqttRetry == nil, !stopping else { return }
+        guard mqttRetry == nil, !stopping else { return }
         let ms = mqttBackoff.next()
         log("gateway: MQTT: reconnecting in \(ms) ms")
-        mqttRetryHost = h
-        mqttRetry = h.schedule(afterMs: ms) { [weak self] in
+        mqttRetry = loop.schedule(afterMs: ms) { [weak self] in
             self?.mqttRetry = nil
             self?.connectBroker(first: false)
         }
@@ -256,21 +230,18 @@ final class Gateway {
         }
         // Everything again: the broker may have lost retained messages.
         for d in devices.values where d.ha != nil { announce(d) }
-        syncEpoll()
     }
 
     func brokerLost(_ code: MosquittoCode) {
         guard !stopping else { return }
-        syncEpoll()
         if hupReconnect {
             // Not from inside libmosquitto's callback: it still closes the old
             // connection after this returns. Next turn of the loop.
             hupReconnect = false
-            if let h = s.host {
-                mqttRetry = h.schedule(afterMs: 0) { [weak self] in
-                    self?.mqttRetry = nil
-                    self?.connectBroker(first: false)
-                }
+            if let t = mqttRetry { loop.cancel(t) }
+            mqttRetry = loop.schedule(afterMs: 0) { [weak self] in
+                self?.mqttRetry = nil
+                self?.connectBroker(first: false)
             }
             return
         }
@@ -298,7 +269,6 @@ final class Gateway {
     private func publish(_ topic: String, _ payload: [UInt8], qos: MQTTQoS, retain: Bool) {
         guard let c = mqtt, c.state == .connected else { return }
         do { _ = try c.publish(topic: topic, payload: payload, qos: qos, retain: retain) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
-        syncEpoll()
     }
 
     /// SIGINT or SIGTERM: publishes `offline` for every device and the
@@ -314,66 +284,23 @@ final class Gateway {
         if let c = mqtt, c.state == .connected {
             for d in devices.values { if let ha = d.ha { publish(topics.availability(ha), HomeAssistant.offline, qos: .atMostOnce) } }
             publish(topics.gatewayAvailability, HomeAssistant.offline, qos: .atMostOnce)
-            _ = c.runUntil(Instant.now().adding(ms: 500)) { !c.wantsWrite }
+            // The loop (not inside a run: stop() ends one) writes them, bounded.
+            _ = try? loop.run(until: Instant.now().adding(ms: 500), interruptible: false) { !c.wantsWrite }
             try? c.disconnect()
             // Let libmosquitto write the DISCONNECT (bounded), then take the
-            // broker's socket out of the wake-up set: the clean-up that
-            // follows waits for the controller only.
-            _ = c.runUntil(Instant.now().adding(ms: 1000)) { c.socket < 0 || c.state != .connected }
+            // broker's socket off the loop: the clean-up that follows waits
+            // for the controller only.
+            _ = try? loop.run(until: Instant.now().adding(ms: 1000), interruptible: false) { c.socket < 0 || c.state != .connected }
         }
-        syncEpoll()
+        mqtt?.detach()
         s.sigintIsSuccess = true
         s.quietSuccess = true
         return HCIError.interrupted(signal: SIGINT)
     }
 
-    // MARK: the epoll set
-
-    func add(_ fd: Int32, _ events: UInt32) {
-        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
-        _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
-    }
-
-    /// Keeps the broker's socket (it changes on reconnect) and its POLLOUT
-    /// interest in the epoll set.
-    func syncEpoll() {
-        let fd = stopping ? -1 : (mqtt?.socket ?? -1)
-        let want = UInt32(EPOLLIN.rawValue) | ((mqtt?.wantsWrite ?? false) ? UInt32(EPOLLOUT.rawValue) : 0)
-        if fd != registeredFD {
-            if registeredFD >= 0 { _ = epoll_ctl(epfd, EPOLL_CTL_DEL, registeredFD, nil) }
-            registeredFD = fd
-            registeredEvents = 0
-            if fd >= 0 { add(fd, want); registeredEvents = want }
-        } else if fd >= 0 && want != registeredEvents {
-            var ev = epoll_event(events: want, data: epoll_data_t(fd: fd))
-            _ = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev)
-            registeredEvents = want
-        }
-    }
-
-    func drainEpoll() {
-        var events = [epoll_event](repeating: epoll_event(), count: 8)
-        let n = epoll_wait(epfd, &events, 8, 0)
-        guard n > 0 else { return }
-        for e in events.prefix(Int(n)) {
-            let fd = e.data.fd
-            if fd == SignalWatch.wakeFD {
-                SignalWatch.drain()
-                if SignalWatch.takeHangup() { hangup() }
-                continue
-            }
-            guard let c = mqtt, fd == c.socket else { continue }
-            if e.events & UInt32(EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { c.handleReadable() }
-            if e.events & UInt32(EPOLLOUT.rawValue) != 0, c.socket >= 0 { c.handleWritable() }
-        }
-        syncEpoll()
-    }
-
     func schedulePeriodic(_ h: HCIHost) {
         _ = h.schedule(afterMs: 500) { [weak self] in
             guard let self else { return }
-            self.mqtt?.periodic()
-            self.syncEpoll()
             self.armAcceptList()
             self.ensureScanning()
             self.schedulePeriodic(h)

@@ -31,9 +31,9 @@ final class Session {
     var sigintIsSuccess = false
     /// A run whose output was its JSON lines (a general listen): no summary object on success.
     var quietSuccess = false
-    /// The loop's wake-up source: the gateway's epoll set, else (nil) the
-    /// signal pipe, read when the stack is made (after `SignalWatch.install`).
-    var wake: Wake?
+    /// The run's one event loop: every stack (a reopened controller too),
+    /// the gateway's broker, the terminal and the signals run on it.
+    let loop = EventLoop()
 
     static let defaultTimeoutMs = 20_000
     static let defaultScanMs = 10_000
@@ -60,10 +60,10 @@ final class Session {
     // MARK: run
 
     func run() -> Int32 {
-        SignalWatch.install()
+        loop.watchSignals()
         var failure: RunError? = nil
         #if ATTLED_GATEWAY
-        // Alive until clean-up is over: its epoll set is the loop's wake-up source.
+        // Alive until clean-up is over (its broker connection is on the loop).
         var gateway: Gateway? = nil
         defer { withExtendedLifetime(gateway) {} }
         #endif
@@ -73,9 +73,7 @@ final class Session {
             }
             #if ATTLED_GATEWAY
             if opts.command == .gateway {
-                let g = try Gateway(self)
-                gateway = g
-                wake = g.wake
+                gateway = try Gateway(self)
             }
             #else
             if opts.command == .gateway {
@@ -250,7 +248,7 @@ final class Session {
     @discardableResult
     func makeStack(_ t: HCITransport) throws -> BLEStack {
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let st = try BLEStack(transport: t, wake: wake ?? .signals, observers: observers, ownAddress: opts.ownAddress, identity: bonds)
+        let st = try BLEStack(transport: t, loop: loop, observers: observers, ownAddress: opts.ownAddress, identity: bonds)
         st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
         // A one-shot job's few short PDUs gain nothing from the 2M PHY (one
         // packet per connection event either way); links that stay up or

@@ -12,12 +12,14 @@ enum Key: Equatable {
     case ctrlC
 }
 
-/// Raw terminal mode, the alternate screen, and a reader thread that
-/// collects input and wakes the event loop (`SignalWatch.poke`).
+/// Raw terminal mode, the alternate screen, and stdin watched on the event
+/// loop: typed bytes are collected the moment they arrive.
 final class Terminal {
     private var saved = termios()
     private var active = false
     let input = InputQueue()
+    private var loop: EventLoop?
+    private var stdinWatch: EventLoop.Token?
 
     /// Bytes typed since the last `take()`; `eof` once stdin closed.
     final class InputQueue: Sendable {
@@ -27,8 +29,9 @@ final class Terminal {
         var isEmpty: Bool { bytes.withLock { $0.isEmpty } }
     }
 
-    /// Enters raw mode and the alternate screen; false if stdin/stdout is not a terminal.
-    func enter() -> Bool {
+    /// Enters raw mode and the alternate screen, and watches stdin on `loop`;
+    /// false if stdin/stdout is not a terminal.
+    func enter(loop: EventLoop) -> Bool {
         guard isatty(0) == 1, isatty(1) == 1, tcgetattr(0, &saved) == 0 else { return false }
         var raw = saved
         raw.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG | IEXTEN)
@@ -37,7 +40,8 @@ final class Terminal {
         guard tcsetattr(0, TCSANOW, &raw) == 0 else { return false }
         active = true
         write("\u{1b}[?1049h\u{1b}[?25l\u{1b}[H\u{1b}[2J")
-        startReader()
+        self.loop = loop
+        stdinWatch = loop.watch(0, .readable) { [weak self] _ in self?.readInput() }
         return true
     }
 
@@ -45,6 +49,8 @@ final class Terminal {
     func leave() {
         guard active else { return }
         active = false
+        if let t = stdinWatch { loop?.cancel(t) }
+        stdinWatch = nil
         write("\u{1b}[0m\u{1b}[?25h\u{1b}[?1049l")
         tcsetattr(0, TCSANOW, &saved)
     }
@@ -58,21 +64,19 @@ final class Terminal {
         return (80, 24)
     }
 
-    private func startReader() {
-        let box = Unmanaged.passRetained(input).toOpaque()
-        var tid = pthread_t()
-        pthread_create(&tid, nil, { arg in
-            let q = Unmanaged<Terminal.InputQueue>.fromOpaque(arg!).takeRetainedValue()
-            var buf = [UInt8](repeating: 0, count: 256)
-            while true {
-                let n = buf.withUnsafeMutableBytes { read(0, $0.baseAddress!, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { q.eof.store(true, ordering: .relaxed); SignalWatch.poke(); return nil }
-                q.bytes.withLock { $0 += buf[0..<n] }
-                SignalWatch.poke()
-            }
-        }, box)
-        pthread_detach(tid)
+    /// stdin is readable: what is there (a read of a readable terminal does
+    /// not block); end of input stops the watch.
+    private func readInput() {
+        var buf = [UInt8](repeating: 0, count: 256)
+        let n = buf.withUnsafeMutableBytes { read(0, $0.baseAddress!, $0.count) }
+        if n < 0 && (errno == EINTR || errno == EAGAIN) { return }
+        if n <= 0 {
+            input.eof.store(true, ordering: .relaxed)
+            if let t = stdinWatch { loop?.cancel(t) }
+            stdinWatch = nil
+            return
+        }
+        input.bytes.withLock { $0 += buf[0..<n] }
     }
 
     /// Splits input bytes into keys. Incomplete escape sequences at the end are

@@ -92,17 +92,18 @@ final class UIApp {
             status = "controller: \(e); reopening it"
             draw()
             let until = Instant.now().adding(ms: backoff.next())
+            // No controller: the loop runs on its own, keys and signals still served.
             while Instant.now() < until && !quit {
-                if SignalWatch.received != nil { throw HCIError.interrupted(signal: SignalWatch.received ?? SIGINT) }
+                do {
+                    try loop.run(until: until) { inputPending }
+                } catch EventLoopError.interrupted(let sig) {
+                    throw HCIError.interrupted(signal: sig)
+                }
                 if inputPending { handleInput(); draw() }
-                usleep(20_000)
             }
             if quit { return }
             do {
                 stack = try reopen()
-                stack.host.onWake = { [unowned self] in
-                    if SignalWatch.takeResized() { self.draw() }
-                }
                 watchLateConnections()
                 status = "controller initialised again"
                 return
@@ -116,15 +117,16 @@ final class UIApp {
 
     var isHarness: Bool { led.map { !$0.profile.isRGB } ?? false }
 
+    /// The event loop every stack of this UI runs on (the session's).
+    var loop: EventLoop { stack.host.loop }
+
     func run() throws {
-        guard term.enter() else {
+        guard term.enter(loop: loop) else {
             throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
         }
         defer { term.leave() }
-        SignalWatch.installResize()
-        stack.host.onWake = { [unowned self] in
-            if SignalWatch.takeResized() { self.draw() }
-        }
+        loop.watchSignals(resize: true)
+        loop.onResize = { [unowned self] in self.draw() }
         while !quit {
             do {
                 try session()

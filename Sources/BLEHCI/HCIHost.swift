@@ -7,38 +7,14 @@ public struct HostToken: Hashable, Sendable {
     let id: UInt64
 }
 
-/// How the event loop learns that it should wake up: a descriptor it polls
-/// besides the transport, what to do when it fires, and whether a signal is
-/// pending that should end blocking waits. Passed in, so a library user (or a
-/// test) decides; `Wake.signals` is the CLI's SIGINT/SIGTERM pipe.
-public struct Wake {
-    /// The descriptor to poll (-1: none).
-    public var fd: Int32
-    /// Empties the descriptor after it fired.
-    public var drain: () -> Void
-    /// The signal that should interrupt blocking waits, if any.
-    public var interruption: () -> Int32?
-
-    /// - Parameters: see the properties.
-    public init(fd: Int32, drain: @escaping () -> Void, interruption: @escaping () -> Int32?) {
-        self.fd = fd; self.drain = drain; self.interruption = interruption
-    }
-
-    /// No wake-up source: waits end only by packets and deadlines.
-    public static var none: Wake { Wake(fd: -1, drain: {}, interruption: { nil }) }
-
-    /// The process's SIGINT/SIGTERM pipe (`SignalWatch`; install it first).
-    public static var signals: Wake {
-        Wake(fd: SignalWatch.wakeFD, drain: { SignalWatch.drain() }, interruption: { SignalWatch.received })
-    }
-}
-
 /// The HCI layer: owns the transport, runs the single event loop, matches
 /// Command Complete/Status to commands (with Num_HCI_Command_Packets flow
 /// control and a deadline per command that starts when it is queued), meters
 /// ACL data against the controller's buffers (LE Read Buffer Size, Number Of
 /// Completed Packets) fairly across connections, runs timers, and dispatches
-/// every other event and all incoming ACL data upward.
+/// every other event and all incoming ACL data upward. It drives an
+/// `EventLoop` (its own, or one shared with the rest of the program: the
+/// MQTT client, the terminal, signals), which blocks in the transport.
 ///
 /// Confined to one thread. Layers above register handlers (each registration
 /// returns a `HostToken` to cancel it), which run synchronously inside `pump`;
@@ -58,12 +34,10 @@ public final class HCIHost {
     public var observers: [PacketObserver] = []
     /// Deadline for a command's Command Complete/Status, counted from when it is queued.
     public var commandTimeoutMs = 2000
-    /// When true, a pending interruption (`Wake.interruption`) makes `pump` throw `.interrupted`.
+    /// When true, a signal the loop watches (SIGINT, SIGTERM) makes `pump` throw `.interrupted`.
     public var interruptible = true
-    /// The wake-up source polled beside the transport.
-    public let wake: Wake
-    /// Called inside `pump` whenever the wake descriptor fires.
-    public var onWake: (() -> Void)?
+    /// The event loop this host drives; its descriptors and timers run while the host pumps.
+    public let loop: EventLoop
 
     /// The completion of a queued command.
     public typealias CommandCompletion = (Result<CommandOutcome, HCIError>) -> Void
@@ -116,10 +90,11 @@ public final class HCIHost {
 
     /// - Parameters:
     ///   - transport: the controller, already open.
-    ///   - wake: what else wakes the loop (default: nothing).
-    public init(transport: HCITransport, wake: Wake = .none) {
+    ///   - loop: the event loop to drive (default: one of its own).
+    public init(transport: HCITransport, loop: EventLoop = EventLoop()) {
         self.transport = transport
-        self.wake = wake
+        self.loop = loop
+        loop.driver = self
     }
 
     // MARK: registration
@@ -217,6 +192,9 @@ public final class HCIHost {
     private func fail(_ e: HCIError) {
         guard failure == nil else { return }
         failure = e
+        // The loop goes on without this host (a program may serve other
+        // things until it opens the controller again).
+        if loop.driver === self { loop.driver = nil }
         let pend = inFlight + queued
         inFlight.removeAll(); queued.removeAll()
         clearACL()
@@ -412,36 +390,19 @@ public final class HCIHost {
     ///   or `.interrupted` when `interruptible` and a signal is pending.
     @discardableResult
     public func pump(until deadline: Instant, _ done: () -> Bool) throws -> Bool {
-        while true {
-            if done() { return true }
-            if let f = failure { throw f }
-            if interruptible, let s = wake.interruption() { throw HCIError.interrupted(signal: s) }
-            flushCommands()
-            flushACL()
-            runDue(Instant.now())
-            if done() { return true }
-            if let f = failure { throw f }
-            let now = Instant.now()
-            if now >= deadline { return false }
-            var until = deadline
-            for p in inFlight where p.deadline < until { until = p.deadline }
-            for p in queued where p.deadline < until { until = p.deadline }
-            for t in timers where t.due < until { until = t.due }
-            let result: ReceiveResult
-            do {
-                result = try transport.receive(timeoutMs: max(0, now.msUntil(until)), wakeFD: wake.fd)
-            } catch let e as TransportError {
-                fail(.transport(e))
-                throw HCIError.transport(e)
-            }
-            switch result {
-            case .packet(let p): handle(p)
-            case .timeout: continue
-            case .woken:
-                wake.drain()
-                onWake?()
-            }
+        if done() { return true }
+        if let f = failure { throw f }
+        loop.driver = self
+        let finished: Bool
+        do {
+            // A failure anywhere (a packet, a timer, a handler) ends the run.
+            finished = try loop.run(until: deadline, interruptible: interruptible) { done() || failure != nil }
+        } catch EventLoopError.interrupted(let s) {
+            throw HCIError.interrupted(signal: s)
         }
+        if done() { return true }
+        if let f = failure { throw f }
+        return finished
     }
 
     /// Pumps until `future` completes.
@@ -561,4 +522,38 @@ public struct WaitTimeout: Error, Sendable, CustomStringConvertible {
     /// - Returns: a WaitTimeout.
     public init() {}
     public var description: String { "the operation did not complete in time" }
+}
+
+// The loop blocks in the transport while this host drives it.
+extension HCIHost: EventLoopDriver {
+    public func prepare(now: Instant) throws -> Instant? {
+        if let f = failure { throw f }
+        flushCommands()
+        flushACL()
+        runDue(now)
+        if let f = failure { throw f }
+        var due: Instant?
+        for p in inFlight where due.map({ p.deadline < $0 }) ?? true { due = p.deadline }
+        for p in queued where due.map({ p.deadline < $0 }) ?? true { due = p.deadline }
+        for t in timers where due.map({ t.due < $0 }) ?? true { due = t.due }
+        return due
+    }
+
+    public func block(timeoutMs: Int, wakeFD: Int32) throws -> Bool {
+        let result: ReceiveResult
+        do {
+            result = try transport.receive(timeoutMs: timeoutMs, wakeFD: wakeFD)
+        } catch let e as TransportError {
+            fail(.transport(e))
+            throw HCIError.transport(e)
+        }
+        switch result {
+        case .packet(let p):
+            handle(p)
+            if let f = failure { throw f }
+            return false
+        case .timeout: return false
+        case .woken: return true
+        }
+    }
 }

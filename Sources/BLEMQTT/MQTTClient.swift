@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BLEWire
+import BLETransport
 import CMosquitto
 import CMosquittoLoader
 
@@ -83,8 +84,6 @@ public enum MQTTError: Error, Equatable, Sendable, CustomStringConvertible {
     case library(operation: String, code: MosquittoCode, errno: Int32)
     /// An option or argument refused before libmosquitto was asked.
     case invalidArgument(String)
-    /// `runUntil` reached its deadline before its condition held.
-    case timedOut(String)
     /// libmosquitto.so.1 could not be loaded (dlopen's reason).
     case libraryMissing(String)
 
@@ -98,7 +97,6 @@ public enum MQTTError: Error, Equatable, Sendable, CustomStringConvertible {
             if let advice = MQTTError.advice(code, errno: e) { text += "; " + advice }
             return text
         case .invalidArgument(let what): return "mqtt: \(what)"
-        case .timedOut(let what): return "mqtt: timed out waiting for \(what)"
         case .libraryMissing(let why):
             return "mqtt: cannot load libmosquitto.so.1 (\(why)); the gateway needs Debian's libmosquitto1: apt install libmosquitto1"
         }
@@ -300,6 +298,7 @@ public final class MQTTClient {
     }
 
     deinit {
+        detach()
         mosquitto_destroy(mosq)
     }
 
@@ -308,6 +307,7 @@ public final class MQTTClient {
     /// Starts connecting: resolves the host, opens a non-blocking socket and
     /// queues CONNECT. `onConnect` reports the broker's answer.
     public func connect() throws(MQTTError) {
+        defer { syncLoop() }
         state = .connecting
         let rc = mosquitto_connect_async(mosq, options.host, Int32(options.port), Int32(options.keepalive))
         do {
@@ -322,6 +322,7 @@ public final class MQTTClient {
 
     /// Connects again with the same options after `onDisconnect` (the owner paces this).
     public func reconnect() throws(MQTTError) {
+        defer { syncLoop() }
         state = .connecting
         let rc = mosquitto_reconnect_async(mosq)
         do {
@@ -337,6 +338,7 @@ public final class MQTTClient {
     /// Sends DISCONNECT (so the broker does not publish the will); `onDisconnect`
     /// follows with `.success` once it is written.
     public func disconnect() throws(MQTTError) {
+        defer { syncLoop() }
         try check("disconnect", mosquitto_disconnect(mosq))
     }
 
@@ -387,6 +389,7 @@ public final class MQTTClient {
     /// alone the client would sit in `.connecting` with socket -1 forever, so
     /// report the loss here, with the step's code.
     private func drive(_ step: () -> Int32) -> MosquittoCode {
+        defer { syncLoop() }
         let reported = disconnectsReported
         let rc = MosquittoCode(step())
         if socket < 0, disconnectsReported == reported, state == .connecting || state == .connected {
@@ -401,6 +404,7 @@ public final class MQTTClient {
     /// when the socket takes it). Returns the message id.
     @discardableResult
     public func publish(topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false) throws(MQTTError) -> Int32 {
+        defer { syncLoop() }
         guard payload.count <= 268_435_455 else {
             throw .invalidArgument("payload of \(payload.count) bytes is larger than MQTT allows")
         }
@@ -422,40 +426,70 @@ public final class MQTTClient {
     /// Queues a SUBSCRIBE for `topic` (wildcards allowed). Returns the message id.
     @discardableResult
     public func subscribe(topic: String, qos: MQTTQoS = .atMostOnce) throws(MQTTError) -> Int32 {
+        defer { syncLoop() }
         try MQTTClient.checkText(topic, "topic")
         var mid: Int32 = 0
         try check("subscribe to \(topic)", mosquitto_subscribe(mosq, &mid, topic, qos.rawValue))
         return mid
     }
 
-    // MARK: A blocking loop, for tests and small tools
+    // MARK: Serving from the event loop
 
-    /// Runs the poll loop on this client's socket alone until `condition()`
-    /// holds (true) or `deadline` passes (false). Not for the gateway, whose
-    /// single loop also serves the controller: it calls the handle methods itself.
-    @discardableResult
-    public func runUntil(_ deadline: Instant, _ condition: () -> Bool) -> Bool {
-        var lastMisc = Instant.now()
-        while true {
-            if condition() { return true }
-            let now = Instant.now()
-            if now >= deadline { return false }
-            let slice = Int32(min(100, max(1, now.msUntil(deadline))))
-            let fd = socket
-            if fd < 0 {
-                _ = poll(nil, 0, slice)
-                continue
+    /// Serves this client from `loop`: its socket is watched (readable, and
+    /// writable while libmosquitto has bytes to send or a connect is
+    /// pending) and followed across reconnects, and libmosquitto's
+    /// housekeeping (keepalive, retries) runs every second. The owner then
+    /// only runs the loop; nothing here blocks.
+    public func attach(to loop: EventLoop) {
+        detach()
+        self.loop = loop
+        syncLoop()
+        schedulePeriodic()
+    }
+
+    /// Stops serving from the loop (the connection stays as it is).
+    public func detach() {
+        if let loop {
+            if let w = watchToken { loop.cancel(w) }
+            if let t = periodicToken { loop.cancel(t) }
+        }
+        watchToken = nil; periodicToken = nil; watchedFD = -1
+        loop = nil
+    }
+
+    private var loop: EventLoop?
+    private var watchToken: EventLoop.Token?
+    private var watchedFD: Int32 = -1
+    private var periodicToken: EventLoop.Token?
+
+    private func schedulePeriodic() {
+        guard let loop else { return }
+        periodicToken = loop.schedule(afterMs: 1000) { [weak self] in
+            guard let self else { return }
+            self.periodic()
+            self.schedulePeriodic()
+        }
+    }
+
+    /// Keeps the watch on the current socket with the current interest.
+    private func syncLoop() {
+        guard let loop else { return }
+        let fd = socket
+        var want: EventLoop.Events = .readable
+        if wantsWrite { want.insert(.writable) }
+        if fd != watchedFD {
+            if let w = watchToken { loop.cancel(w) }
+            watchToken = nil
+            watchedFD = fd
+            if fd >= 0 {
+                watchToken = loop.watch(fd, want) { [weak self] ev in
+                    guard let self else { return }
+                    if !ev.isDisjoint(with: [.readable, .hangup]) { self.handleReadable() }
+                    if ev.contains(.writable), self.socket >= 0 { self.handleWritable() }
+                }
             }
-            var p = pollfd(fd: fd, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0)
-            let n = poll(&p, 1, slice)
-            if n > 0 {
-                if p.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 { handleReadable() }
-                if p.revents & Int16(POLLOUT) != 0 && socket >= 0 { handleWritable() }
-            }
-            if lastMisc.msUntil(Instant.now()) >= 1000 || n == 0 {
-                periodic()
-                lastMisc = Instant.now()
-            }
+        } else if let w = watchToken, loop.events(of: w) != want {
+            loop.update(w, want)
         }
     }
 

@@ -66,12 +66,6 @@ public enum SignalWatch {
     /// True once after each SIGHUP.
     public static func takeHangup() -> Bool { hangupFlag.exchange(false, ordering: .relaxed) }
 
-    /// Wakes a waiting loop from another thread (e.g. a terminal input reader).
-    public static func poke() {
-        var b: UInt8 = 3
-        _ = write(pipeWrite.load(ordering: .relaxed), &b, 1)
-    }
-
     /// When true (the default), a second SIGINT/SIGTERM during clean-up exits immediately.
     public static let secondSignalExits = Atomic<Bool>(true)
 

@@ -1,4 +1,5 @@
 // Linux's epoll (sys/epoll.h), which Swift's Glibc module does not export.
-// The gateway registers the broker's socket and the signal pipe in one epoll
-// set whose descriptor is the event loop's single wake-up source.
+// BLETransport's EventLoop keeps every watched descriptor (the broker's
+// socket, the signal pipe, the terminal) in one epoll set, whose descriptor
+// the controller's transport polls beside its own.
 #include <sys/epoll.h>

@@ -4,6 +4,7 @@ import Glibc
 import Testing
 @testable import BLEWire
 @testable import BLEMQTT
+import BLETransport
 
 // MARK: - A real broker, started by the test
 
@@ -327,12 +328,15 @@ final class SlowConnectProxy {
 /// An MQTTClient plus everything its callbacks reported.
 final class Probe {
     let client: MQTTClient
+    /// Each probe is served from an event loop of its own, as the gateway's client is from the gateway's.
+    let loop = EventLoop()
     var connacks: [MQTTConnack] = []
     var disconnects: [MosquittoCode] = []
     var messages: [(topic: String, payload: String, retained: Bool)] = []
 
     init(_ options: MQTTOptions) throws {
         client = try MQTTClient(options)
+        client.attach(to: loop)
         client.onConnect = { [unowned self] in self.connacks.append($0) }
         client.onDisconnect = { [unowned self] in self.disconnects.append($0) }
         client.onMessage = { [unowned self] topic, payload, retained in
@@ -345,7 +349,7 @@ final class Probe {
     /// Pumps until `condition` holds; false after `ms`.
     @discardableResult
     func pump(ms: Int = 5000, _ condition: () -> Bool) -> Bool {
-        client.runUntil(Instant.now().adding(ms: ms), condition)
+        loop.runUntil(Instant.now().adding(ms: ms), condition)
     }
 
     /// Connects and waits for CONNACK accepted.
@@ -360,13 +364,20 @@ final class Probe {
     }
 }
 
+extension EventLoop {
+    /// Runs the loop (signals do not interrupt it) until `condition` holds (true) or `deadline` passes.
+    func runUntil(_ deadline: Instant, _ condition: () -> Bool) -> Bool {
+        (try? run(until: deadline, interruptible: false, condition)) ?? false
+    }
+}
+
 /// Pumps several clients together until `condition` holds or `ms` pass.
 @discardableResult
 func pumpAll(_ probes: [Probe], ms: Int = 5000, _ condition: () -> Bool) -> Bool {
     let deadline = Instant.now().adding(ms: ms)
     while !condition() {
         if Instant.now() >= deadline { return false }
-        for p in probes { p.client.runUntil(Instant.now().adding(ms: 10)) { false } }
+        for p in probes { p.loop.runUntil(Instant.now().adding(ms: 10)) { false } }
     }
     return true
 }
@@ -412,16 +423,18 @@ struct MQTTClientBrokerTests {
         let broker = try TestBroker(dir: tmp.path, config: ["allow_anonymous true"])
         defer { broker.stop() }
         let c = try MQTTClient(options(broker, "bin"))
+        let loop = EventLoop()
+        c.attach(to: loop)
         var got: [UInt8]?
         var connected = false
         c.onConnect = { connected = $0.isAccepted }
         c.onMessage = { _, payload, _ in got = payload }
         try c.connect()
-        #expect(c.runUntil(Instant.now().adding(ms: 5000)) { connected })
+        #expect(loop.runUntil(Instant.now().adding(ms: 5000)) { connected })
         try c.subscribe(topic: "bin")
         let bytes: [UInt8] = (0...255).map { UInt8($0) }
         try c.publish(topic: "bin", payload: bytes)
-        #expect(c.runUntil(Instant.now().adding(ms: 5000)) { got != nil })
+        #expect(loop.runUntil(Instant.now().adding(ms: 5000)) { got != nil })
         #expect(got == bytes)
     }
 
@@ -557,7 +570,7 @@ struct MQTTClientBrokerTests {
         #expect(late.client.socket >= 0 && late.client.state == .connecting, "connect() returned before the handshake")
         let deadline = Instant.now().adding(ms: 6000)
         while late.disconnects.isEmpty && late.connacks.isEmpty && Instant.now() < deadline {
-            late.client.runUntil(Instant.now().adding(ms: 10)) { !late.disconnects.isEmpty }
+            late.loop.runUntil(Instant.now().adding(ms: 10)) { !late.disconnects.isEmpty }
             proxy.service()
         }
         #expect(late.connacks.isEmpty, "no CONNACK through an unverified TLS session")
@@ -587,7 +600,7 @@ struct MQTTClientBrokerTests {
         try p.client.connect()
         let deadline = Instant.now().adding(ms: 6000)
         while !(p.accepted || !p.disconnects.isEmpty) && Instant.now() < deadline {
-            p.client.runUntil(Instant.now().adding(ms: 10)) { false }
+            p.loop.runUntil(Instant.now().adding(ms: 10)) { false }
             proxy.service()
         }
         #expect(p.accepted, "CONNACK through TLS after a late TCP connect: connacks \(p.connacks), disconnects \(p.disconnects)")
