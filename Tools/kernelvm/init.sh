@@ -82,6 +82,7 @@ say "kernel $(uname -r), $(uname -m)"
 # instead of the whole list (run.sh's KERNELVM_LIST).
 LIST=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^attled\.list=//p')
 if [ -n "$LIST" ]; then
+    case $LIST in *[!A-Za-z0-9_-]*) ctl "result list fail 0 attled.list=$LIST: letters, digits, _ and - only"; ctl done; halt_now ;; esac
     var=TEST_LIST_$(echo "$LIST" | tr 'a-z-' 'A-Z_')
     eval "TEST_LIST=\${$var-}"
     [ -n "$TEST_LIST" ] || { ctl "result list_$LIST fail 0 no $var in tests.sh"; ctl done; halt_now; }
