@@ -5,7 +5,8 @@
 # (Tools/attled-gateway.service, hardened as it is, paths moved to /usr/bin),
 # /etc/default/attled-gateway (its arguments; a conffile), a man page made from
 # `attled --help`, copyright and changelog. Depends comes from dpkg-shlibdeps,
-# plus libmosquitto1 from its shlibs file (the gateway opens it with dlopen).
+# plus libmosquitto1 and libssl3t64 from their shlibs files (attled opens
+# libmosquitto.so.1 for the gateway and libcrypto.so.3 for pairing with dlopen).
 # Each package is then installed in the chroot (arm64 through multiarch and
 # qemu-aarch64), `attled --help` run, the unit checked by systemd-analyze
 # verify, and removed; lintian's errors fail the build. Needs root.
@@ -39,12 +40,18 @@ fi
 
 t=$(date +%s)
 say "amd64 release build (Swift 6.0.3, runtime static)"
-in_chroot 2400 "cd /src/attled && swift build -c release --build-path /build/release-static --static-swift-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now --product attled" \
+# Linked with lld, as the arm64 build: with ld.bfd the Swift runtime's writable
+# .rodata input sections start the RW segment, and -z relro gives no GNU_RELRO
+# (lintian: hardening-no-relro).
+in_chroot 2400 "cd /src/attled && swift build -c release --build-path /build/release-static --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now --product attled" \
     >"$CACHE/deb-amd64-build.log" 2>&1 || { tail -30 "$CACHE/deb-amd64-build.log"; die "the amd64 build failed"; }
 say "amd64 built in $(since "$t")"
 mkdir -p "$CHROOT/pkg"
 cp "$CHROOT/build/release-static/release/attled" "$CHROOT/pkg/attled-amd64"
 cp "$ROOT/.build/arm64/release/attled" "$CHROOT/pkg/attled-arm64"
+for arch in amd64 arm64; do
+    readelf -lW "$CHROOT/pkg/attled-$arch" | grep -q GNU_RELRO || die "the $arch binary has no GNU_RELRO segment (-z relro did not take)"
+done
 cp "$ROOT/Tools/attled-gateway.service" "$CHROOT/pkg/attled-gateway.service"
 
 mkdir -p "$OUT"
@@ -74,17 +81,21 @@ for arch in amd64 arm64; do
         cd /pkg/work; printf 'Source: attled\n\nPackage: attled\nArchitecture: any\n' > debian/control
         deps=\$(DEB_HOST_ARCH=$arch dpkg-shlibdeps -O -e\$p/usr/bin/attled 2>dpkg-shlibdeps.err | sed -n 's/^shlibs:Depends=//p') || true
         [ -n \"\$deps\" ] || { cat dpkg-shlibdeps.err >&2; echo 'dpkg-shlibdeps found no dependencies' >&2; exit 1; }
-        # The library the gateway opens with dlopen (dpkg-shlibdeps cannot see it):
-        # its package and minimal version from that package's own shlibs file.
-        mosq=\$(awk '\$1 == \"libmosquitto\" && \$2 == \"1\" { \$1 = \"\"; \$2 = \"\"; sub(/^ +/, \"\"); print; exit }' /var/lib/dpkg/info/libmosquitto1:$arch.shlibs)
-        [ -n \"\$mosq\" ] || { echo 'no shlibs entry for libmosquitto.so.1' >&2; exit 1; }
-        case \"\$deps\" in *libmosquitto1*) ;; *) deps=\"\$deps, \$mosq\" ;; esac
+        # The libraries attled opens with dlopen (dpkg-shlibdeps cannot see them):
+        # libmosquitto.so.1 (the gateway) and libcrypto.so.3 (pairing, encrypted
+        # links), each package and minimal version from that package's own shlibs file.
+        for lib in 'libmosquitto 1 libmosquitto1' 'libcrypto 3 libssl3t64'; do
+            set -- \$lib
+            dep=\$(awk -v n=\$1 -v v=\$2 '\$1 == n && \$2 == v { \$1 = \"\"; \$2 = \"\"; sub(/^ +/, \"\"); print; exit }' /var/lib/dpkg/info/\$3:$arch.shlibs)
+            [ -n \"\$dep\" ] || { echo \"no shlibs entry for \$1.so.\$2 in \$3:$arch\" >&2; exit 1; }
+            case \"\$deps\" in *\"\$3 \"*|*\"\$3,\"*|*\"\$3\") ;; *) deps=\"\$deps, \$dep\" ;; esac
+        done
         size=\$(du -sk --exclude=DEBIAN \$p | cut -f1)
         printf 'Package: attled\nVersion: %s\nArchitecture: %s\nMaintainer: $MAINTAINER\nInstalled-Size: %s\nDepends: %s\nSection: net\nPriority: optional\nHomepage: https://example.invalid/attled\nDescription: Bluetooth LE host stack and LED lamp tool over HCI\n attled drives a Bluetooth LE controller directly over HCI (no bluetoothd)\n to find, set and read LED lamps, and bridges them to MQTT and Home\n Assistant (attled gateway, with a hardened systemd unit).\n' \
             '$VERSION' $arch \$size \"\$deps\" > \$p/DEBIAN/control
         fakeroot dpkg-deb --build --root-owner-group \$p /pkg/attled_${VERSION}_${arch}.deb > /dev/null
         echo \"Depends: \$deps\"
-        lintian --no-tag-display-limit /pkg/attled_${VERSION}_${arch}.deb > /pkg/lintian-$arch.txt 2>&1 || true
+        lintian --tag-display-limit 0 /pkg/attled_${VERSION}_${arch}.deb > /pkg/lintian-$arch.txt 2>&1 || true
         grep -c '^E:' /pkg/lintian-$arch.txt > /pkg/lintian-$arch.errors || true
     " | sed 's/^/  /' || die "building the $arch package failed"
     cp "$CHROOT/pkg/attled_${VERSION}_${arch}.deb" "$CHROOT/pkg/lintian-$arch.txt" "$OUT/"
@@ -94,6 +105,10 @@ for arch in amd64 arm64; do
     say "install, run, verify and remove the $arch package in the chroot"
     in_chroot 300 "dpkg -i /pkg/attled_${VERSION}_${arch}.deb > /dev/null
         attled --help > /dev/null
+        # Pairing needs libcrypto.so.3 (opened with dlopen): the package that has it
+        # is a dependency, and the library is there.
+        dpkg-deb -f /pkg/attled_${VERSION}_${arch}.deb Depends | grep -q 'libssl3t64 (>='
+        test -e /usr/lib/\$(dpkg-architecture -a$arch -qDEB_HOST_MULTIARCH 2>/dev/null)/libcrypto.so.3
         systemd-analyze verify /usr/lib/systemd/system/attled-gateway.service
         test -f /etc/default/attled-gateway
         dpkg -r attled > /dev/null; ! command -v attled > /dev/null; dpkg --purge attled > /dev/null; ! test -e /etc/default/attled-gateway" \

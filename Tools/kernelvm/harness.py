@@ -12,7 +12,8 @@ On the host:
   * vworld (peripheral): the current LED peripheral (a --device spec),
     attached to periph.sock with --peripheral-transport; the guest asks for
     another one with "profile SPEC", and it is replaced.
-  * qemu: the guest (Debian's kernel, busybox initramfs), two virtserialports
+  * qemu: the guest (Debian's kernel, busybox initramfs; qemu-system-x86_64,
+    or with --arch arm64 qemu-system-aarch64 -M virt under TCG), two virtserialports
     (attled.hci, attled.ctl), console to console.log, and a user-mode (slirp)
     NIC: the guest reaches the host's loopback at 10.0.2.2, where the
     gateway test's broker listens.
@@ -256,6 +257,7 @@ class Run:
         self.broker = None  # mqttbroker.Broker, once the guest asked for one
         self.mq = None      # mqttbroker.Watcher on it
         self.mq_mark = 0
+        self.t_boot = 0.0   # when qemu was started
 
     # --- worlds --------------------------------------------------------------
     def start_air(self) -> None:
@@ -358,7 +360,8 @@ class Run:
             return None
         if cmd == "hello":
             self.hello = True
-            log(f"guest is up ({elapsed():.1f} s)")
+            boot = f"{time.monotonic() - self.t_boot:.1f} s after qemu started, " if self.t_boot else ""
+            log(f"guest is up ({boot}{elapsed():.1f} s into the run)")
             return "ok"
         if cmd == "plan":
             self.plan = rest.split()
@@ -448,11 +451,20 @@ class Run:
     # --- qemu ----------------------------------------------------------------
     def qemu_cmd(self, accel: str, cmdline_extra: str = "") -> list[str]:
         a = self.args
-        cmdline = f"console=ttyS0 loglevel=4 panic=-1 mitigations=off {cmdline_extra}".strip()
-        cmd = [a.qemu, "-accel", accel, "-m", "512", "-smp", "1", "-nodefaults", "-no-user-config",
-               "-display", "none", "-no-reboot",
-               "-kernel", a.kernel, "-initrd", a.initrd, "-append", cmdline,
-               "-serial", f"file:{self.workdir}/console.log"]
+        console = "ttyAMA0" if a.arch == "arm64" else "ttyS0"
+        # attled.list=NAME: the guest runs tests.sh's TEST_LIST_NAME (init.sh).
+        lst = f"attled.list={a.list}" if a.list and a.list != "full" else ""
+        cmdline = f"console={console} loglevel=4 panic=-1 mitigations=off {lst} {cmdline_extra}".strip()
+        cmd = [a.qemu, "-accel", accel]
+        if a.arch == "arm64":
+            # The virt board (PL011 console, PCIe for the virtio devices); -cpu max
+            # has FEAT_RNG (the guest's entropy at once), and pauth-impdef makes
+            # pointer authentication cheap to emulate under TCG.
+            cmd += ["-M", "virt", "-cpu", "max,pauth-impdef=on"]
+        cmd += ["-m", "512", "-smp", "1", "-nodefaults", "-no-user-config",
+                "-display", "none", "-no-reboot",
+                "-kernel", a.kernel, "-initrd", a.initrd, "-append", cmdline,
+                "-serial", f"file:{self.workdir}/console.log"]
         if accel == "kvm":
             cmd += ["-cpu", "host"]
         if cmdline_extra:
@@ -477,7 +489,7 @@ class Run:
         cmd = self.qemu_cmd(accel)
         (self.workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
         qlog = open(self.workdir / "qemu.log", "wb")
-        t_boot = time.monotonic()
+        t_boot = self.t_boot = time.monotonic()
         q = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT)
         log(f"booting the guest ({accel}, timeout {self.args.timeout:.0f} s)")
         deadline = t_boot + self.args.timeout
@@ -538,6 +550,11 @@ def probe_kvm(args, workdir: Path) -> bool:
 
 
 def choose_accel(args, workdir: Path) -> str:
+    if args.arch == "arm64" and os.uname().machine != "aarch64":
+        if args.accel == "kvm":
+            raise RuntimeError("KVM cannot run an aarch64 guest on this host: KERNELVM_ACCEL=tcg or auto")
+        log("accelerator: tcg (an aarch64 guest on a non-aarch64 host)")
+        return "tcg"
     if args.accel in ("tcg", "kvm"):
         return args.accel
     cache = Path(args.cache) / "kvm-probe" if args.cache else None
@@ -563,6 +580,8 @@ def main() -> int:
     ap.add_argument("--initrd", required=True)
     ap.add_argument("--attled", required=True, help="the static attled (also runs the TCP reference trace)")
     ap.add_argument("--qemu", default="qemu-system-x86_64")
+    ap.add_argument("--arch", default="amd64", choices=["amd64", "arm64"], help="the guest's architecture")
+    ap.add_argument("--list", default="full", help="tests.sh's TEST_LIST_NAME to run (full: TEST_LIST)")
     ap.add_argument("--accel", default="auto", choices=["auto", "tcg", "kvm"])
     ap.add_argument("--kvm-probe-timeout", type=float, default=10.0)
     ap.add_argument("--timeout", type=float, default=240.0, help="the guest's whole run (seconds)")

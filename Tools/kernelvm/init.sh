@@ -2,7 +2,8 @@
 # /init of the kernel-test guest (busybox, Debian's stock kernel).
 #
 # Loads the Bluetooth modules, asks the host for the first LED peripheral,
-# starts the vhci <-> virtio-serial bridge (hci0 appears), runs the test list
+# starts the vhci <-> virtio-serial bridge (hci0 appears; hci_uart on a pty
+# where the kernel has no hci_vhci), runs the test list
 # (/tests.sh) and powers off. Each test talks to the host harness over the
 # virtio-serial port "attled.ctl", one request line and one answer line:
 #   hello | plan NAMES | profile DEVICE-SPEC | begin NAME | expect SECS JSON
@@ -12,9 +13,15 @@
 # The host judges what happened on the air (the LED peripheral's events);
 # the guest judges exit codes, output and the adapter's state.
 export PATH=/bin
+# The arm64 initramfs has only /bin/busybox and /bin/sh: the applet links are
+# made here (run.sh cannot run an aarch64 busybox to list them).
+[ -e /bin/mount ] || /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# Pseudo-terminals (vhci_bridge -u's hci_uart controller is on one).
+mkdir -p /dev/pts
+mount -t devpts devpts /dev/pts
 mkdir -p /tmp
 mount -t tmpfs tmpfs /tmp
 
@@ -67,8 +74,20 @@ ctl() {
 
 ctl hello
 say "host: $CTL_REPLY"
+say "kernel $(uname -r), $(uname -m)"
 
 . /tests.sh
+
+# attled.list=NAME on the kernel command line: TEST_LIST_NAME (upper case)
+# instead of the whole list (run.sh's KERNELVM_LIST).
+LIST=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^attled\.list=//p')
+if [ -n "$LIST" ]; then
+    case $LIST in *[!A-Za-z0-9_-]*) ctl "result list fail 0 attled.list=$LIST: letters, digits, _ and - only"; ctl done; halt_now ;; esac
+    var=TEST_LIST_$(echo "$LIST" | tr 'a-z-' 'A-Z_')
+    eval "TEST_LIST=\${$var-}"
+    [ -n "$TEST_LIST" ] || { ctl "result list_$LIST fail 0 no $var in tests.sh"; ctl done; halt_now; }
+    say "test list $LIST ($var)"
+fi
 
 # The test list: words; "@DEVICE-SPEC" makes the host switch the LED peripheral.
 ctl plan $(for t in $TEST_LIST; do case $t in @*) ;; *) printf '%s ' "$t" ;; esac; done)
@@ -118,7 +137,9 @@ for item in $TEST_LIST; do
             # It starts slow (each answer to a command delayed 40 ms) so the
             # kernel's setup lasts long enough for the first test to meet it;
             # every test ends with the delay off (SIGUSR2).
-            vhci_bridge -d 40 attled.hci &
+            # Without hci_vhci (Debian's arm64 kernel), an hci_uart controller on a pty.
+            if [ -e /dev/vhci ]; then uart=""; else uart=-u; fi
+            vhci_bridge -d 40 $uart attled.hci &
             BRIDGE_PID=$!
             hcictl wait hci0 present 30 && say "$(hcictl state hci0)"
         fi

@@ -1,6 +1,7 @@
 # The kernel test list: sourced by the guest's /init (busybox sh).
 #
-# TEST_LIST runs in order in one boot. "@NAME:PROFILE[:k=v,...]" asks the host
+# TEST_LIST runs in order in one boot (TEST_LIST_NAME instead, when the
+# kernel command line has attled.list=NAME: run.sh's KERNELVM_LIST). "@NAME:PROFILE[:k=v,...]" asks the host
 # to replace the LED peripheral on the virtual air (a vworld --device spec);
 # every other word runs test_WORD in a subshell with `set -e`: a failing
 # check (fail) ends the test and its first reason is reported. The host
@@ -36,6 +37,32 @@ send_harness
 listen_harness
 sigint_ends_listen
 busy_while_listening
+"
+
+# A shorter list for the arm64 guest where software emulation is slow
+# (KERNELVM_ARCH=arm64 KERNELVM_LIST=arm64; the guest gets attled.list=arm64;
+# by default arm64 runs the whole list too): the kernel's setup met in
+# progress, scan, the --rgb job and get, the trace, busy, the error exits, the
+# gateway, pairing and the bonded run, and the notifying harness.
+TEST_LIST_ARM64="
+@CassarTech:pycom
+open_during_kernel_setup
+kernel_brings_hci0_up
+scan_lists_cassartech
+set_pycom
+get_pycom
+trace_same_as_tcp
+busy_while_scanning
+error_exit_restores_adapter
+missing_adapter_hci1
+permission_denied
+gateway_pycom
+@CassarTech:pycom:secure=enc
+pair_protected_pycom
+bonded_pycom_encrypts
+@CassarTech:harness:notify_every=50
+send_harness
+listen_harness
 "
 
 ATTLED=/bin/attled

@@ -4,8 +4,16 @@
  * packets between it and a virtio-serial port whose host end is a Bumble
  * virtual controller speaking H4.
  *
- *   vhci_bridge [-v] [-d MS] PORT   PORT: /dev/vportNpM, or a port name given
- *                                   with -device virtserialport,name=NAME
+ *   vhci_bridge [-v] [-d MS] [-u] PORT   PORT: /dev/vportNpM, or a port name
+ *                                   given with -device virtserialport,name=NAME
+ *
+ * -u: for a kernel without hci_vhci (Debian's arm64 kernel has
+ * CONFIG_BT_HCIVHCI unset), the controller is a UART one instead: the slave
+ * of a pseudo-terminal gets the HCI line discipline (N_HCI) with the H4
+ * protocol (hci_uart, HCIUARTSETPROTO, as btattach does for a serial port),
+ * and the pty's master side is copied to and from the port. The kernel sees
+ * an H4 byte stream on both ends, so no framing is needed towards it; the
+ * framing below still finds the events to delay.
  *
  * -d MS delays the controller's answers to commands (Command Complete and
  * Command Status events) by MS milliseconds: a slow controller, so that the
@@ -34,12 +42,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The HCI line discipline's ioctls (the kernel's drivers/bluetooth/hci_uart.h). */
+#ifndef N_HCI
+#define N_HCI 15
+#endif
+#define HCIUARTSETPROTO _IOW('U', 200, int)
+#define HCIUARTGETDEVICE _IOR('U', 202, int)
+#define HCI_UART_H4 0
 
 enum { H4_CMD = 0x01, H4_ACL = 0x02, H4_SCO = 0x03, H4_EVT = 0x04, H4_ISO = 0x05, H4_VENDOR = 0xff };
 
 static int verbose;
+static int uart;                         /* -u: hci_uart on a pty instead of /dev/vhci */
 static int slow_ms = 50;                 /* the delay SIGUSR1 turns on */
 static volatile sig_atomic_t delay_ms;   /* the delay in force */
 
@@ -119,9 +138,10 @@ int main(int argc, char **argv) {
     for (; argi < argc && argv[argi][0] == '-'; argi++) {
         if (strcmp(argv[argi], "-v") == 0) verbose = 1;
         else if (strcmp(argv[argi], "-d") == 0 && argi + 1 < argc) { slow_ms = atoi(argv[++argi]); delay_ms = slow_ms; }
+        else if (strcmp(argv[argi], "-u") == 0) uart = 1;
         else break;
     }
-    if (argi >= argc) { fprintf(stderr, "usage: vhci_bridge [-v] [-d MS] /dev/vportNpM|PORTNAME\n"); return 64; }
+    if (argi >= argc) { fprintf(stderr, "usage: vhci_bridge [-v] [-d MS] [-u] /dev/vportNpM|PORTNAME\n"); return 64; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -137,15 +157,35 @@ int main(int argc, char **argv) {
     }
     int pfd = open(port, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (pfd < 0) { logmsg("open %s: %s", port, strerror(errno)); return 69; }
-    int vfd = open("/dev/vhci", O_RDWR | O_CLOEXEC);
-    if (vfd < 0) { logmsg("open /dev/vhci: %s (is hci_vhci loaded?)", strerror(errno)); return 69; }
-    /* Create a primary controller now (without this, the driver creates one after 1 s). */
-    const uint8_t create[2] = { H4_VENDOR, 0x00 };
-    if (write(vfd, create, sizeof create) != (ssize_t)sizeof create) {
-        logmsg("create controller: %s", strerror(errno));
-        return 69;
+    int vfd;
+    const char *dev = "/dev/vhci";
+    if (uart) {
+        /* The pty's master is vfd; its slave (kept open: closing it ends the
+         * line discipline and the controller) carries N_HCI + H4. */
+        vfd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (vfd < 0 || grantpt(vfd) != 0 || unlockpt(vfd) != 0) { logmsg("pty: %s", strerror(errno)); return 69; }
+        dev = ptsname(vfd);
+        int tfd = dev ? open(dev, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
+        if (tfd < 0) { logmsg("open pty slave: %s", strerror(errno)); return 69; }
+        struct termios tio;
+        if (tcgetattr(tfd, &tio) == 0) { cfmakeraw(&tio); tcsetattr(tfd, TCSANOW, &tio); }
+        int ldisc = N_HCI, index = -1;
+        if (ioctl(tfd, TIOCSETD, &ldisc) != 0) { logmsg("TIOCSETD N_HCI: %s (is hci_uart loaded?)", strerror(errno)); return 69; }
+        if (ioctl(tfd, HCIUARTSETPROTO, HCI_UART_H4) != 0) { logmsg("HCIUARTSETPROTO H4: %s", strerror(errno)); return 69; }
+        index = ioctl(tfd, HCIUARTGETDEVICE, 0);
+        if (index >= 0) logmsg("controller created: hci%d (hci_uart H4 on %s)", index, dev);
+        else logmsg("hci_uart H4 on %s (HCIUARTGETDEVICE: %s)", dev, strerror(errno));
+    } else {
+        vfd = open("/dev/vhci", O_RDWR | O_CLOEXEC);
+        if (vfd < 0) { logmsg("open /dev/vhci: %s (is hci_vhci loaded?)", strerror(errno)); return 69; }
+        /* Create a primary controller now (without this, the driver creates one after 1 s). */
+        const uint8_t create[2] = { H4_VENDOR, 0x00 };
+        if (write(vfd, create, sizeof create) != (ssize_t)sizeof create) {
+            logmsg("create controller: %s", strerror(errno));
+            return 69;
+        }
     }
-    logmsg("%s <-> /dev/vhci", port);
+    logmsg("%s <-> %s", port, dev);
 
     static uint8_t vbuf[70000];       /* one packet from /dev/vhci */
     static uint8_t sbuf[2 * 70000];   /* byte stream from the port */
@@ -162,9 +202,9 @@ int main(int argc, char **argv) {
         }
         if (fds[0].revents & POLLIN) {
             ssize_t n = read(vfd, vbuf, sizeof vbuf);
-            if (n < 0 && errno != EINTR && errno != EAGAIN) { logmsg("read /dev/vhci: %s", strerror(errno)); return 74; }
+            if (n < 0 && errno != EINTR && errno != EAGAIN) { logmsg("read %s: %s", dev, strerror(errno)); return 74; }
             if (n > 0) {
-                if (vbuf[0] == H4_VENDOR) {
+                if (vbuf[0] == H4_VENDOR && !uart) {
                     if (n >= 4) logmsg("controller created: hci%u", (unsigned)(vbuf[2] | (vbuf[3] << 8)));
                 } else {
                     dump("host>", vbuf, (size_t)n);
@@ -172,7 +212,7 @@ int main(int argc, char **argv) {
                 }
             }
         } else if (fds[0].revents & (POLLERR | POLLHUP)) {
-            logmsg("/dev/vhci closed");
+            logmsg("%s closed", dev);
             return 74;
         }
         if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -202,10 +242,11 @@ int main(int argc, char **argv) {
                 dump("ctrl>", sbuf + off, (size_t)len);
                 if (delay_ms > 0 && sbuf[off] == H4_EVT && (sbuf[off + 1] == 0x0e || sbuf[off + 1] == 0x0f))
                     usleep((useconds_t)delay_ms * 1000);
-                /* One whole packet per write(), as the driver requires. */
+                /* One whole packet per write(), as /dev/vhci requires (the pty takes any split). */
                 ssize_t w;
-                do { w = write(vfd, sbuf + off, (size_t)len); } while (w < 0 && errno == EINTR);
-                if (w != len) logmsg("write /dev/vhci (%ld bytes): %s", len, w < 0 ? strerror(errno) : "short write");
+                if (uart) w = write_all(vfd, sbuf + off, (size_t)len) == 0 ? len : -1;
+                else do { w = write(vfd, sbuf + off, (size_t)len); } while (w < 0 && errno == EINTR);
+                if (w != len) logmsg("write %s (%ld bytes): %s", dev, len, w < 0 ? strerror(errno) : "short write");
                 off += (size_t)len;
             }
             memmove(sbuf, sbuf + off, have - off);
