@@ -7,6 +7,7 @@ import BLETransport
 import BLEHCI
 import BLEL2CAP
 import BLETrace
+import BLESMP
 
 func fuzzSignalling(_ data: [UInt8]) {
     guard let selector = data.first else { return }
@@ -22,7 +23,8 @@ func fuzzSignalling(_ data: [UInt8]) {
             _ = p.isValid
         }
     } else if let code = payload.first {
-        _ = (SMP.name(code), SMP.reasonName(payload.count > 1 ? payload[1] : 0))
+        _ = (SMPCode(rawValue: code).name, PairingFailedReason(rawValue: payload.count > 1 ? payload[1] : 0).name)
+        _ = SMPPDU.traceFields(bytes: payload, showKeys: false)
     }
 
     // The link's answer.
@@ -37,7 +39,7 @@ func fuzzSignalling(_ data: [UInt8]) {
     if payload.count <= 0xFFFF { link.receive(acl) }
     let answers = sentL2CAPPDUs(transport.sent, handle: linkHandle).map { Array($0[4...]) }
     if cid == CID.smp {
-        let due = payload.first == SMP.pairingRequest || payload.first == SMP.securityRequest
+        let due = payload.first == SMPCode.pairingRequest.rawValue || payload.first == SMPCode.securityRequest.rawValue
         require(answers == (due ? [[0x05, 0x05]] : []), "SMP answer \(answers) to \(Hex.string(payload.prefix(2)))")
     } else if let want = expectedSignallingAnswer(payload) {
         require(answers.count == 1, "\(answers.count) answers to one signalling command")

@@ -131,8 +131,12 @@ public final class L2CAPLink {
         guard let code = payload.first else { return }
         onSMP?(code)
         if let h = smpHandler { h(payload); return }
-        if code == SMP.pairingRequest || code == SMP.securityRequest {
-            send(cid: CID.smp, SMP.pairingFailed())
+        // No security manager on this link: Pairing Request (0x01) and
+        // Security Request (0x0B) get Pairing Failed (0x05), reason Pairing
+        // Not Supported (0x05) (Core Vol 3 Part H 3.5.5), so the peer does
+        // not wait 30 s. BLESMP has the PDUs; this is the only reply here.
+        if code == 0x01 || code == 0x0B {
+            send(cid: CID.smp, [0x05, 0x05])
         }
     }
 

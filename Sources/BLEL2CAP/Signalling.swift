@@ -104,37 +104,3 @@ public struct SignallingCommand: Hashable, Sendable {
         return p
     }
 }
-
-/// Security Manager Protocol PDUs (Core Vol 3 Part H 3.3). attled does not
-/// pair: Pairing Request and Security Request are answered with Pairing
-/// Failed, reason Pairing Not Supported.
-public enum SMP {
-    public static let pairingRequest: UInt8 = 0x01
-    public static let pairingFailed: UInt8 = 0x05
-    public static let securityRequest: UInt8 = 0x0B
-    public static let reasonPairingNotSupported: UInt8 = 0x05
-
-    static let names: [UInt8: String] = [
-        0x01: "Pairing Request", 0x02: "Pairing Response", 0x03: "Pairing Confirm", 0x04: "Pairing Random",
-        0x05: "Pairing Failed", 0x06: "Encryption Information", 0x07: "Central Identification",
-        0x08: "Identity Information", 0x09: "Identity Address Information", 0x0A: "Signing Information",
-        0x0B: "Security Request", 0x0C: "Pairing Public Key", 0x0D: "Pairing DHKey Check",
-        0x0E: "Pairing Keypress Notification",
-    ]
-    /// The spec name of an SMP command code (Core Vol 3 Part H 3.3), or "Unknown SMP command".
-    public static func name(_ code: UInt8) -> String { names[code] ?? "Unknown SMP command" }
-
-    static let reasons: [UInt8: String] = [
-        0x01: "Passkey Entry Failed", 0x02: "OOB Not Available", 0x03: "Authentication Requirements",
-        0x04: "Confirm Value Failed", 0x05: "Pairing Not Supported", 0x06: "Encryption Key Size",
-        0x07: "Command Not Supported", 0x08: "Unspecified Reason", 0x09: "Repeated Attempts",
-        0x0A: "Invalid Parameters", 0x0B: "DHKey Check Failed", 0x0C: "Numeric Comparison Failed",
-        0x0D: "BR/EDR pairing in progress", 0x0E: "Cross-transport Key Derivation/Generation not allowed",
-        0x0F: "Key Rejected",
-    ]
-    /// The spec name of a Pairing Failed reason code (Core Vol 3 Part H 3.5.5), or "Unknown reason".
-    public static func reasonName(_ r: UInt8) -> String { reasons[r] ?? "Unknown reason" }
-
-    /// The bytes of a Pairing Failed PDU (Core Vol 3 Part H 3.5.5): code 0x05 and `reason`.
-    public static func pairingFailed(reason: UInt8 = reasonPairingNotSupported) -> [UInt8] { [pairingFailed, reason] }
-}

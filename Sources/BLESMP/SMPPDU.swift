@@ -23,28 +23,25 @@ public struct SMPCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
     public static let keypressNotification = SMPCode(rawValue: 0x0E)
 
     /// One row per command: its name and its fixed parameter length (every
-    /// SMP command has one, 3.5 and 3.6).
+    /// SMP command has one, 3.5 and 3.6), which comes from the PDU's
+    /// declaration (`SMPPDU.fields`).
     public struct Info: Sendable {
         public let name: String
         public let parameterLength: Int
     }
 
-    public static let table: [UInt8: Info] = [
-        0x01: Info(name: "Pairing Request", parameterLength: 6),
-        0x02: Info(name: "Pairing Response", parameterLength: 6),
-        0x03: Info(name: "Pairing Confirm", parameterLength: 16),
-        0x04: Info(name: "Pairing Random", parameterLength: 16),
-        0x05: Info(name: "Pairing Failed", parameterLength: 1),
-        0x06: Info(name: "Encryption Information", parameterLength: 16),
-        0x07: Info(name: "Central Identification", parameterLength: 10),
-        0x08: Info(name: "Identity Information", parameterLength: 16),
-        0x09: Info(name: "Identity Address Information", parameterLength: 7),
-        0x0A: Info(name: "Signing Information", parameterLength: 16),
-        0x0B: Info(name: "Security Request", parameterLength: 1),
-        0x0C: Info(name: "Pairing Public Key", parameterLength: 64),
-        0x0D: Info(name: "Pairing DHKey Check", parameterLength: 16),
-        0x0E: Info(name: "Pairing Keypress Notification", parameterLength: 1),
+    /// The one SMP names table.
+    static let names: [UInt8: String] = [
+        0x01: "Pairing Request", 0x02: "Pairing Response", 0x03: "Pairing Confirm", 0x04: "Pairing Random",
+        0x05: "Pairing Failed", 0x06: "Encryption Information", 0x07: "Central Identification",
+        0x08: "Identity Information", 0x09: "Identity Address Information", 0x0A: "Signing Information",
+        0x0B: "Security Request", 0x0C: "Pairing Public Key", 0x0D: "Pairing DHKey Check",
+        0x0E: "Pairing Keypress Notification",
     ]
+
+    public static let table: [UInt8: Info] = Dictionary(uniqueKeysWithValues: names.compactMap { code, name in
+        SMPPDU.blank(SMPCode(rawValue: code)).map { (code, Info(name: name, parameterLength: $0.encoded.count - 1)) }
+    })
 
     public var info: Info? { Self.table[rawValue] }
     /// PDUs whose parameters are key material, masked in traces: the pairing
@@ -308,24 +305,74 @@ public enum SMPPDU: Hashable, Sendable {
         }
     }
 
+    /// The one declaration of every PDU's parameters (3.5, 3.6), in
+    /// order: the encoder, the decoder and both printers walk it.
+    public mutating func fields(_ f: inout some SMPFieldWalker) throws {
+        switch self {
+        case var .pairingRequest(p): try f.parameters(&p); self = .pairingRequest(p)
+        case var .pairingResponse(p): try f.parameters(&p); self = .pairingResponse(p)
+        case var .pairingConfirm(v):
+            try f.value("Confirm value", inline: nil, &v, count: 16, secret: false); self = .pairingConfirm(v)
+        case var .pairingRandom(v):
+            try f.value("Random value", inline: nil, &v, count: 16, secret: true); self = .pairingRandom(v)
+        case var .pairingFailed(r): try f.code("Reason", inline: nil, &r); self = .pairingFailed(r)
+        case let .encryptionInformation(k):
+            var b = k.bytes
+            try f.value("Long term key", inline: "LTK", &b, count: 16, secret: true); self = .encryptionInformation(ltk: SMPSecret(b))
+        case var .centralIdentification(ediv, rand):
+            try f.u16("EDIV", inline: "EDIV", &ediv, secret: true)
+            try f.u64("Rand", inline: "Rand", &rand, secret: true)
+            self = .centralIdentification(ediv: ediv, rand: rand)
+        case let .identityInformation(k):
+            var b = k.bytes
+            try f.value("Identity resolving key", inline: "IRK", &b, count: 16, secret: true); self = .identityInformation(irk: SMPSecret(b))
+        case var .identityAddressInformation(type, address):
+            try f.address("Identity address", &type, &address); self = .identityAddressInformation(type: type, address: address)
+        case let .signingInformation(k):
+            var b = k.bytes
+            try f.value("Signature key", inline: "CSRK", &b, count: 16, secret: true); self = .signingInformation(csrk: SMPSecret(b))
+        case var .securityRequest(a): try f.code("Authentication requirement", inline: "AuthReq", &a); self = .securityRequest(a)
+        case var .pairingPublicKey(x, y):
+            try f.value("Public key X", inline: "X", &x, count: 32, secret: false)
+            try f.value("Public key Y", inline: "Y", &y, count: 32, secret: false)
+            self = .pairingPublicKey(x: x, y: y)
+        case var .pairingDHKeyCheck(v):
+            try f.value("DHKey check", inline: nil, &v, count: 16, secret: false); self = .pairingDHKeyCheck(v)
+        case var .keypressNotification(t): try f.code("Notification type", inline: nil, &t); self = .keypressNotification(t)
+        case .unknown(let c, var p): try f.rest(&p); self = .unknown(c, p)
+        }
+    }
+
+    /// A PDU of `code` with every field zero, for the decoder to fill; nil for an unknown code.
+    static func blank(_ code: SMPCode) -> SMPPDU? {
+        let zeroParameters = PairingParameters(ioCapability: .displayOnly, authReq: [], maxEncryptionKeySize: 0,
+                                               initiatorKeyDistribution: [], responderKeyDistribution: [])
+        switch code {
+        case .pairingRequest: return .pairingRequest(zeroParameters)
+        case .pairingResponse: return .pairingResponse(zeroParameters)
+        case .pairingConfirm: return .pairingConfirm([])
+        case .pairingRandom: return .pairingRandom([])
+        case .pairingFailed: return .pairingFailed(PairingFailedReason(rawValue: 0))
+        case .encryptionInformation: return .encryptionInformation(ltk: SMPSecret([]))
+        case .centralIdentification: return .centralIdentification(ediv: 0, rand: 0)
+        case .identityInformation: return .identityInformation(irk: SMPSecret([]))
+        case .identityAddressInformation: return .identityAddressInformation(type: 0, address: .zero)
+        case .signingInformation: return .signingInformation(csrk: SMPSecret([]))
+        case .securityRequest: return .securityRequest([])
+        case .pairingPublicKey: return .pairingPublicKey(x: [], y: [])
+        case .pairingDHKeyCheck: return .pairingDHKeyCheck([])
+        case .keypressNotification: return .keypressNotification(KeypressNotificationType(rawValue: 0))
+        default: return nil
+        }
+    }
+
     /// The bytes of this PDU, code first.
     public var encoded: [UInt8] {
-        var w = ByteWriter(capacity: 65)
-        w.u8(code.rawValue)
-        func fixed(_ b: [UInt8], _ n: Int) { w.append(b.prefix(n)); for _ in 0..<max(0, n - b.count) { w.u8(0) } }
-        switch self {
-        case let .pairingRequest(p), let .pairingResponse(p): p.write(&w)
-        case let .pairingConfirm(v), let .pairingRandom(v), let .pairingDHKeyCheck(v): fixed(v, 16)
-        case let .pairingFailed(reason): w.u8(reason.rawValue)
-        case let .encryptionInformation(k), let .identityInformation(k), let .signingInformation(k): fixed(k.bytes, 16)
-        case let .centralIdentification(ediv, rand): w.u16(ediv); w.u64(rand)
-        case let .identityAddressInformation(type, address): w.u8(type); address.write(&w)
-        case let .securityRequest(a): w.u8(a.rawValue)
-        case let .pairingPublicKey(x, y): fixed(x, 32); fixed(y, 32)
-        case let .keypressNotification(t): w.u8(t.rawValue)
-        case let .unknown(_, p): w.append(p)
-        }
-        return w.bytes
+        var w = SMPFieldWriter()
+        w.w.u8(code.rawValue)
+        var copy = self
+        try? copy.fields(&w)  // the writer never throws
+        return w.w.bytes
     }
 
     /// Decodes one PDU. A known code must carry exactly its parameter length
@@ -336,61 +383,52 @@ public enum SMPPDU: Hashable, Sendable {
     public static func decode(_ bytes: [UInt8]) throws -> SMPPDU {
         var r = ByteReader(bytes)
         let code = SMPCode(rawValue: try r.u8("SMP code"))
-        guard let info = code.info else { return .unknown(code, r.rest()) }
+        guard var pdu = blank(code), let info = code.info else { return .unknown(code, r.rest()) }
         if r.remaining < info.parameterLength {
             throw WireError.truncated(field: info.name, needed: info.parameterLength, available: r.remaining)
         }
-        let pdu: SMPPDU
-        switch code {
-        case .pairingRequest: pdu = .pairingRequest(try PairingParameters.read(&r))
-        case .pairingResponse: pdu = .pairingResponse(try PairingParameters.read(&r))
-        case .pairingConfirm: pdu = .pairingConfirm(try r.bytes(16, "Confirm Value"))
-        case .pairingRandom: pdu = .pairingRandom(try r.bytes(16, "Random Value"))
-        case .pairingFailed: pdu = .pairingFailed(PairingFailedReason(rawValue: try r.u8("Reason")))
-        case .encryptionInformation: pdu = .encryptionInformation(ltk: SMPSecret(try r.bytes(16, "Long Term Key")))
-        case .centralIdentification: pdu = .centralIdentification(ediv: try r.u16("EDIV"), rand: try r.u64("Rand"))
-        case .identityInformation: pdu = .identityInformation(irk: SMPSecret(try r.bytes(16, "Identity Resolving Key")))
-        case .identityAddressInformation:
-            pdu = .identityAddressInformation(type: try r.u8("AddrType"), address: try BDAddress.read(&r, "BD_ADDR"))
-        case .signingInformation: pdu = .signingInformation(csrk: SMPSecret(try r.bytes(16, "Signature Key")))
-        case .securityRequest: pdu = .securityRequest(AuthReq(rawValue: try r.u8("AuthReq")))
-        case .pairingPublicKey: pdu = .pairingPublicKey(x: try r.bytes(32, "Public Key X"), y: try r.bytes(32, "Public Key Y"))
-        case .pairingDHKeyCheck: pdu = .pairingDHKeyCheck(try r.bytes(16, "DHKey Check"))
-        case .keypressNotification: pdu = .keypressNotification(KeypressNotificationType(rawValue: try r.u8("Notification Type")))
-        default: return .unknown(code, r.rest())
-        }
-        try r.expectEnd(info.name)
+        var reader = SMPFieldReader(r: r)
+        try pdu.fields(&reader)
+        try reader.r.expectEnd(info.name)
         return pdu
     }
 
     // MARK: Tracing
 
-    /// One line for the tracer. Key material (LTK, IRK, CSRK, EDIV, Rand and
-    /// the pairing random values, which with Just Works legacy pairing give
-    /// the STK away) is masked unless `showKeys` is set (`--trace=keys`).
+    /// One line for logs. Key material (LTK, IRK, CSRK, EDIV, Rand and the
+    /// pairing random values, which with Just Works legacy pairing give the
+    /// STK away) is masked unless `showKeys` is set (`--trace=keys`).
     public func describe(showKeys: Bool) -> String {
-        func key(_ b: [UInt8]) -> String { showKeys ? Hex.string(b.reversed(), separator: "") : "<hidden>" }
-        func value(_ b: [UInt8]) -> String { Hex.string(b.reversed(), separator: "") }
-        let name = code.name
-        switch self {
-        case let .pairingRequest(p), let .pairingResponse(p): return "\(name): \(p)"
-        case let .pairingConfirm(v): return "\(name): \(value(v))"
-        case let .pairingRandom(v): return "\(name): \(key(v))"
-        case let .pairingFailed(reason): return "\(name): \(reason)"
-        case let .encryptionInformation(k): return "\(name): LTK \(key(k.bytes))"
-        case let .centralIdentification(ediv, rand):
-            return showKeys ? "\(name): EDIV 0x\(Hex.int(ediv, width: 4)) Rand 0x\(Hex.int(rand, width: 16))"
-                            : "\(name): EDIV <hidden> Rand <hidden>"
-        case let .identityInformation(k): return "\(name): IRK \(key(k.bytes))"
-        case let .identityAddressInformation(type, address):
-            let t = type == 0 ? "public" : type == 1 ? "static random" : "reserved 0x\(Hex.int(type, width: 2))"
-            return "\(name): \(address) (\(t))"
-        case let .signingInformation(k): return "\(name): CSRK \(key(k.bytes))"
-        case let .securityRequest(a): return "\(name): AuthReq \(a)"
-        case let .pairingPublicKey(x, y): return "\(name): X \(value(x)) Y \(value(y))"
-        case let .pairingDHKeyCheck(v): return "\(name): \(value(v))"
-        case let .keypressNotification(t): return "\(name): \(t)"
-        case let .unknown(c, p): return "\(c.name): \(Hex.string(p))"
+        var p = SMPFieldPrinter(showKeys: showKeys)
+        var copy = self
+        try? copy.fields(&p)
+        if case let .unknown(c, params) = self { return "\(c.name): \(Hex.string(params))" }
+        return "\(code.name): " + p.inline.joined(separator: " ")
+    }
+
+    /// The trace's lines: one per field, keys masked unless `showKeys`.
+    public func traceFields(showKeys: Bool) -> [String] {
+        var p = SMPFieldPrinter(showKeys: showKeys)
+        var copy = self
+        try? copy.fields(&p)
+        return p.lines
+    }
+
+    /// The trace's summary of a PDU's bytes: name, code and parameter length,
+    /// e.g. "Pairing Failed (0x05) len 1"; "empty PDU" for no bytes.
+    public static func traceSummary(_ bytes: [UInt8]) -> String {
+        guard let c = bytes.first else { return "empty PDU" }
+        return "\(SMPCode(rawValue: c).info?.name ?? "Unknown SMP command") (0x\(Hex.int(c, width: 2))) len \(bytes.count - 1)"
+    }
+
+    /// The trace's lines for a PDU's bytes; an undecodable one gives the
+    /// reason and its hex, key material hidden unless `showKeys`.
+    public static func traceFields(bytes: [UInt8], showKeys: Bool) -> [String] {
+        do {
+            return try decode(bytes).traceFields(showKeys: showKeys)
+        } catch {
+            let secret = bytes.first.map { SMPCode(rawValue: $0).carriesSecrets } ?? false
+            return ["malformed (\(error)): " + (secret && !showKeys ? "<\(bytes.count - 1) bytes hidden>" : Hex.string(bytes.dropFirst()))]
         }
     }
 

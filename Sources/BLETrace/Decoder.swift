@@ -164,26 +164,10 @@ public final class PacketDecoder {
         return ["        LE Signalling: " + cmd.traceSummary] + cmd.traceFields.map { "          " + $0 }
     }
 
-    /// The SMP PDU: its name line, then the parameters of the pairing
-    /// exchange field by field, or BLESMP's own description of the PDU, which
-    /// masks key material unless `showKeys`.
+    /// The SMP PDU: its name line, then its fields as BLESMP declares them
+    /// (key material masked unless `showKeys`).
     func smpLines(_ b: [UInt8]) -> [String] {
-        let head = "        SMP: " + SMP.traceSummary(b)
-        guard let code = b.first, ![SMP.pairingRequest, 0x02, SMP.pairingFailed, SMP.securityRequest].contains(code) else {
-            var fields = SMP.traceFields(b)
-            let code = b.first ?? 0
-            // Name the bits (BLESMP's types) after the numbers.
-            if (code == SMP.pairingRequest || code == 0x02), b.count == 7, fields.count == 6 {
-                fields[0] += " (\(IOCapability(rawValue: b[1])))"
-                fields[2] = "Authentication requirement: \(AuthReq(rawValue: b[3]))"
-                fields[4] = "Initiator key distribution: \(KeyDistribution(rawValue: b[5]))"
-                fields[5] = "Responder key distribution: \(KeyDistribution(rawValue: b[6]))"
-            } else if code == SMP.securityRequest, b.count == 2, fields.count == 1 {
-                fields[0] = "Authentication requirement: \(AuthReq(rawValue: b[1]))"
-            }
-            return [head] + fields.map { "          " + $0 }
-        }
-        return [head, "          " + SMPPDU.describe(bytes: b, showKeys: showKeys)]
+        ["        SMP: " + SMPPDU.traceSummary(b)] + SMPPDU.traceFields(bytes: b, showKeys: showKeys).map { "          " + $0 }
     }
 
     /// Byte ranges of a packet's H4 form that hold key material, for a

@@ -3,6 +3,7 @@ import Testing
 @testable import BLETransport
 @testable import BLEHCI
 @testable import BLEL2CAP
+import BLESMP
 
 /// A link on handle 0x0001 over a scripted controller, recording ATT payloads and reassembly errors.
 private final class LinkFixture {
@@ -286,6 +287,7 @@ struct L2CAPSignallingTests {
         #expect(SignallingCommand.name(0x12) == "Connection Parameter Update Request")
         #expect(SignallingCommand.name(0x7F) == "Unknown signalling command")
         #expect(CID.name(4) == "ATT" && CID.name(5) == "LE Signalling" && CID.name(6) == "SMP" && CID.name(0x40) == "dynamic" && CID.name(0x20) == "reserved")
-        #expect(SMP.name(0x0B) == "Security Request" && SMP.reasonName(0x05) == "Pairing Not Supported")
+        // SMP's names live with its PDUs (BLESMP): one table.
+        #expect(SMPCode(rawValue: 0x0B).name == "Security Request" && PairingFailedReason(rawValue: 0x05).name == "Pairing Not Supported")
     }
 }
