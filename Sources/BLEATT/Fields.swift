@@ -86,8 +86,7 @@ extension ATTFieldWalker {
 /// throws `WireError` naming the field.
 struct ATTFieldReader: ATTFieldWalker {
     var r: ByteReader
-    init(_ bytes: ArraySlice<UInt8>) { r = ByteReader(Array(bytes)) }
-    init(_ bytes: [UInt8]) { r = ByteReader(bytes) }
+    init(_ r: ByteReader) { self.r = r }
 
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) throws { v = try r.u8(name) }
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) throws { v = try r.u16(name) }
@@ -132,7 +131,7 @@ struct ATTFieldReader: ATTFieldWalker {
         while !r.isAtEnd {
             var e = E()
             if let size {
-                var sub = ATTFieldReader(try r.bytes(size, name))
+                var sub = ATTFieldReader(try r.sub(size, name))
                 try e.fields(&sub)
                 try sub.r.expectEnd(name)
             } else {

@@ -30,6 +30,9 @@ public protocol ATTDeclaredPDU: ATTPDU, Hashable {
     init()
     /// Walks the fields in spec order (see `ATTFieldWalker`).
     mutating func fields(_ f: inout some ATTFieldWalker) throws
+    /// Decodes the parameters after the opcode (a requirement, so each
+    /// PDU's decoder is specialised: the default below is the only one).
+    static func decodeParameters(_ r: inout ByteReader) throws -> Self
 }
 
 extension ATTDeclaredPDU {
@@ -61,11 +64,12 @@ extension ATTDeclaredPDU {
 
     /// Decodes the parameters that follow the opcode; every length rule is
     /// checked and nothing may be left over.
-    static func decodeParameters(_ parameters: ArraySlice<UInt8>) throws -> Self {
-        var r = ATTFieldReader(parameters)
+    public static func decodeParameters(_ r: inout ByteReader) throws -> Self {
+        var reader = ATTFieldReader(r)
         var pdu = Self()
-        try pdu.fields(&r)
-        try r.r.expectEnd(declaration.name)
+        try pdu.fields(&reader)
+        try reader.r.expectEnd(declaration.name)
+        r = reader.r
         return pdu
     }
 }
@@ -97,8 +101,8 @@ extension ATT {
     public static func decode(_ bytes: [UInt8]) throws -> any ATTPDU {
         var r = ByteReader(bytes)
         let op = ATTOpcode(rawValue: try r.u8("opcode"))
-        guard let type = declared[op.rawValue] else { return ATTUnknownPDU(opcode: op, parameters: Array(bytes.dropFirst())) }
-        return try type.decodeParameters(bytes.dropFirst())
+        guard let type = declared[Int(op.rawValue)] else { return ATTUnknownPDU(opcode: op, parameters: r.rest()) }
+        return try type.decodeParameters(&r)
     }
 
     /// The summary of a PDU's bytes: name, opcode and parameter length,
@@ -112,9 +116,12 @@ extension ATT {
     /// printable ASCII; "(empty)" for no bytes.
     public static func traceValue(_ b: [UInt8]) -> String { ATTFieldPrinter.traceValue(b) }
 
-    /// The declared PDUs by opcode.
-    static let declared: [UInt8: any ATTDeclaredPDU.Type] = Dictionary(
-        all.map { ($0.declaration.opcode.rawValue, $0) }, uniquingKeysWith: { first, _ in first })
+    /// The declared PDUs, indexed by opcode (256 slots: one look-up per PDU).
+    static let declared: [(any ATTDeclaredPDU.Type)?] = {
+        var slots = [(any ATTDeclaredPDU.Type)?](repeating: nil, count: 256)
+        for t in all where slots[Int(t.declaration.opcode.rawValue)] == nil { slots[Int(t.declaration.opcode.rawValue)] = t }
+        return slots
+    }()
 }
 
 // MARK: - List entries

@@ -35,6 +35,14 @@ public struct ByteReader {
         self.end = bytes.count
     }
 
+    /// A reader over `bytes[range]` (clamped to the array), sharing the
+    /// array's storage: no copy.
+    public init(_ bytes: [UInt8], range: Range<Int>) {
+        self.bytes = bytes
+        self.end = min(max(range.upperBound, 0), bytes.count)
+        self.offset = min(max(range.lowerBound, 0), self.end)
+    }
+
     /// A reader over a copy of any byte collection (an `ArraySlice`, `Data`, ...).
     public init<C: Collection>(_ bytes: C) where C.Element == UInt8 {
         self.init(Array(bytes))
@@ -130,6 +138,15 @@ public struct ByteReader {
     }
 
     /// Everything not yet consumed.
+    /// The next `n` bytes as a reader of their own (no copy), for a
+    /// structure inside a structure (a list entry).
+    /// - Throws: `WireError.truncated` naming `field` when fewer than `n` remain.
+    public mutating func sub(_ n: Int, _ field: String = "bytes") throws -> ByteReader {
+        try need(n, field)
+        defer { offset += n }
+        return ByteReader(bytes, range: offset..<offset + n)
+    }
+
     public mutating func rest() -> [UInt8] {
         defer { offset = end }
         return Array(bytes[offset..<end])
