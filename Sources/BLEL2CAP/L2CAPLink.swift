@@ -117,7 +117,7 @@ public final class L2CAPLink {
                 // As central, apply them (Core Vol 3 Part A 4.20): the answer arrives as LE Connection Update Complete.
                 host.enqueue(LEConnectionUpdate(handle: handle, parameters: p).command) { _ in }
             }
-        case let c where SignallingCommand.isRequest(c) || SignallingCommand.names[c] == nil:
+        case let c where SignallingCommand.isRequest(c) || SignallingCommand.declaration(c) == nil:
             // Requests we do not implement (e.g. credit-based channels) and unknown codes.
             if cmd.identifier != 0 {
                 send(cid: CID.leSignalling, SignallingCommand.commandReject(identifier: cmd.identifier).encoded)

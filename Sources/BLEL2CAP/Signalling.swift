@@ -41,19 +41,11 @@ public struct SignallingCommand: Hashable, Sendable {
     public static let leCreditBasedConnectionResponse: UInt8 = 0x15
     public static let flowControlCredit: UInt8 = 0x16
 
-    static let names: [UInt8: String] = [
-        0x01: "Command Reject", 0x06: "Disconnection Request", 0x07: "Disconnection Response",
-        0x12: "Connection Parameter Update Request", 0x13: "Connection Parameter Update Response",
-        0x14: "LE Credit Based Connection Request", 0x15: "LE Credit Based Connection Response",
-        0x16: "Flow Control Credit Indication", 0x17: "Credit Based Connection Request",
-        0x18: "Credit Based Connection Response", 0x19: "Credit Based Reconfigure Request",
-        0x1A: "Credit Based Reconfigure Response",
-    ]
     /// The spec name of a signalling command code (Core Vol 3 Part A 4), or "Unknown signalling command".
-    public static func name(_ code: UInt8) -> String { names[code] ?? "Unknown signalling command" }
+    public static func name(_ code: UInt8) -> String { declaration(code)?.name ?? "Unknown signalling command" }
 
     /// Codes that are requests (expect an answer) on the LE signalling channel.
-    public static func isRequest(_ code: UInt8) -> Bool { [0x06, 0x12, 0x14, 0x17, 0x19].contains(code) }
+    public static func isRequest(_ code: UInt8) -> Bool { declaration(code)?.isRequest ?? false }
 
     public var encoded: [UInt8] {
         var w = ByteWriter(capacity: 4 + data.count)
@@ -73,34 +65,31 @@ public struct SignallingCommand: Hashable, Sendable {
         return SignallingCommand(code: code, identifier: id, data: data)
     }
 
-    // Builders and decoders for the commands attled handles.
+    // Builders and decoders for the commands attled handles, from the declarations.
 
     /// Command Reject (4.1) answering the request `identifier`; reason 0x0000 is "Command not understood".
     public static func commandReject(identifier: UInt8, reason: UInt16 = 0x0000) -> SignallingCommand {
-        var w = ByteWriter(); w.u16(reason)
-        return SignallingCommand(code: commandReject, identifier: identifier, data: w.bytes)
+        make(commandReject, identifier: identifier, [reason])
     }
 
     /// Connection Parameter Update Response (4.21): result 0x0000 accepted, 0x0001 rejected.
     public static func connectionParameterUpdateResponse(identifier: UInt8, accepted: Bool) -> SignallingCommand {
-        var w = ByteWriter(); w.u16(accepted ? 0 : 1)
-        return SignallingCommand(code: connectionParameterUpdateResponse, identifier: identifier, data: w.bytes)
+        make(connectionParameterUpdateResponse, identifier: identifier, [accepted ? 0 : 1])
     }
 
     /// Connection Parameter Update Request (4.20): interval min and max, latency
     /// and timeout from `p` (the CE lengths have no field in this command).
     public static func connectionParameterUpdateRequest(identifier: UInt8, _ p: ConnectionParameters) -> SignallingCommand {
-        var w = ByteWriter(); w.u16(p.intervalMin); w.u16(p.intervalMax); w.u16(p.latency); w.u16(p.supervisionTimeout)
-        return SignallingCommand(code: connectionParameterUpdateRequest, identifier: identifier, data: w.bytes)
+        make(connectionParameterUpdateRequest, identifier: identifier, [p.intervalMin, p.intervalMax, p.latency, p.supervisionTimeout])
     }
 
     /// The parameters of a Connection Parameter Update Request (4.20).
     /// - Throws: `WireError` if the data is not exactly 8 bytes.
     public func connectionParameters() throws -> ConnectionParameters {
-        var r = ByteReader(data)
-        let p = ConnectionParameters(intervalMin: try r.u16("Interval Min"), intervalMax: try r.u16("Interval Max"),
-                                     latency: try r.u16("Latency"), supervisionTimeout: try r.u16("Timeout"))
-        try r.expectEnd("Connection Parameter Update Request")
-        return p
+        guard code == Self.connectionParameterUpdateRequest else {
+            throw WireError.invalid(field: "Code", reason: "\(Self.name(code)) is not a Connection Parameter Update Request")
+        }
+        let v = try values()
+        return ConnectionParameters(intervalMin: v[0], intervalMax: v[1], latency: v[2], supervisionTimeout: v[3])
     }
 }
