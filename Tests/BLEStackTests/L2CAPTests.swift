@@ -291,3 +291,23 @@ struct L2CAPSignallingTests {
         #expect(SMPCode(rawValue: 0x0B).name == "Security Request" && PairingFailedReason(rawValue: 0x05).name == "Pairing Not Supported")
     }
 }
+
+@Suite("L2CAP signalling declarations")
+struct SignallingDeclarationTests {
+    @Test("every declared command round-trips its fields, and its row gives the name and request kind")
+    func everyCommand() throws {
+        var seen = Set<UInt8>()
+        for d in SignallingCommand.declarations {
+            #expect(seen.insert(d.code).inserted, "code 0x\(Hex.int(d.code, width: 2)) declared twice")
+            let values = d.fields.indices.map { UInt16(0x0101 * ($0 + 1)) }
+            let c = SignallingCommand.make(d.code, identifier: 7, values)
+            #expect(try SignallingCommand.decode(c.encoded).values() == values)
+            #expect(SignallingCommand.name(d.code) == d.name && SignallingCommand.isRequest(d.code) == d.isRequest)
+            if !d.fields.isEmpty { #expect(c.traceFields.count == d.fields.count) }
+        }
+        // The requests of Core Vol 3 Part A 4 on LE.
+        #expect(Set(SignallingCommand.declarations.filter(\.isRequest).map(\.code)) == [0x06, 0x12, 0x14, 0x17, 0x19])
+        #expect(throws: WireError.self) { try SignallingCommand(code: 0x13, identifier: 1, data: [0]).values() }
+        #expect(throws: WireError.self) { try SignallingCommand(code: 0x7F, identifier: 1, data: []).values() }
+    }
+}
