@@ -224,6 +224,8 @@ final class Gateway {
         }
         mqttBackoff.reset()
         log("gateway: MQTT: connected to \(opts.mqttHost):\(opts.mqttPort)")
+        // The gateway's own device (every lamp's via_device) before the lamps.
+        publish(HomeAssistant.gatewayConfig(topics: topics))
         publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
         for t in [topics.homeAssistantStatus, "\(topics.topicPrefix)/+/set", "\(topics.topicPrefix)/+/button1", "\(topics.topicPrefix)/+/button2"] {
             do { try mqtt?.subscribe(topic: t, qos: .atLeastOnce) } catch { log("gateway: MQTT: subscribe \(t): \(error)") }

@@ -41,6 +41,7 @@ extension Gateway {
         if topic == topics.homeAssistantStatus {
             if HomeAssistant.isBirth(payload) {
                 log("gateway: Home Assistant is online: publishing the discovery configs again")
+                publish(HomeAssistant.gatewayConfig(topics: topics))
                 publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
                 for d in devices.values where d.ha != nil { announce(d) }
             }

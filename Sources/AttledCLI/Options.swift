@@ -217,7 +217,7 @@ public enum Usage {
     77 permission denied, 130/143 interrupted (SIGINT/SIGTERM).
     """
 
-    public static let version = "attled 0.1.0"
+    public static let version = "attled \(AttledVersion.string)"
 }
 
 extension Options {

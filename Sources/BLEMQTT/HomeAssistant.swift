@@ -198,7 +198,35 @@ public enum HomeAssistant {
         return .object(members)
     }
 
-    static let origin: JSONValue = ["name": "attled"]
+    /// Who published the discovery config, with the software version.
+    static let origin: JSONValue = ["name": "attled", "sw_version": .string(AttledVersion.string)]
+
+    /// The gateway's own entry in Home Assistant's device registry: the device
+    /// every lamp is "connected via", with a connectivity sensor on the
+    /// gateway's availability topic (`online` while it runs; the broker
+    /// publishes the will, `offline`, when it is gone). Retained, published to
+    /// `<discovery>/binary_sensor/attled_<gateway>/connectivity/config`.
+    public static func gatewayConfig(topics: HATopics) -> HAMessage {
+        let payload: JSONValue = [
+            "name": "Connectivity",
+            "unique_id": .string("\(topics.gatewayDeviceID)_connectivity"),
+            "device_class": "connectivity",
+            "entity_category": "diagnostic",
+            "state_topic": .string(topics.gatewayAvailability),
+            "payload_on": .string(online),
+            "payload_off": .string(offline),
+            "device": [
+                "identifiers": [.string(topics.gatewayDeviceID)],
+                "name": .string("attled gateway \(topics.gatewayID)"),
+                "model": "attled gateway",
+                "manufacturer": "attled",
+                "sw_version": .string(AttledVersion.string),
+            ],
+            "origin": origin,
+        ]
+        return HAMessage(topic: "\(topics.discoveryPrefix)/binary_sensor/\(topics.gatewayDeviceID)/connectivity/config",
+                         payload: payload, retain: true)
+    }
 
     /// The retained discovery config of a pycom or particle device: a JSON-schema
     /// light with brightness and one colour mode, `rgb`. `name` is null, so the

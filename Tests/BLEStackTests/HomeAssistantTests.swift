@@ -330,3 +330,27 @@ struct HALightStateTests {
         #expect(p["color"] == ["r": 1, "g": 2, "b": 3])
     }
 }
+
+@Suite("Home Assistant: the gateway's own device")
+struct HAGatewayDeviceTests {
+    @Test("the gateway is a device of its own: a connectivity sensor on its availability topic, the lamps' via_device, the version in origin")
+    func gatewayDevice() throws {
+        let topics = try HATopics(topicPrefix: "attled", discoveryPrefix: "homeassistant", gatewayID: "gw1")
+        let m = HomeAssistant.gatewayConfig(topics: topics)
+        #expect(m.topic == "homeassistant/binary_sensor/attled_gw1/connectivity/config")
+        #expect(m.retain)
+        let p = try JSONValue.parse(String(decoding: m.payloadBytes, as: UTF8.self))
+        #expect(p["device_class"] == "connectivity" && p["entity_category"] == "diagnostic")
+        #expect(p["state_topic"] == "attled/gw1/availability")
+        #expect(p["payload_on"] == "online" && p["payload_off"] == "offline")
+        #expect(p["unique_id"] == "attled_gw1_connectivity")
+        #expect(p["device"]?["identifiers"] == ["attled_gw1"])
+        #expect(p["device"]?["sw_version"] == .string(AttledVersion.string))
+        #expect(p["origin"]?["sw_version"] == .string(AttledVersion.string))
+        // Every lamp names this device as the one it is connected through.
+        let lamp = try HADevice(id: "c0:ff:ee:00:11:22", name: "Lamp", model: "pycom", kind: .light)
+        let light = try JSONValue.parse(String(decoding: HomeAssistant.lightConfig(lamp, topics: topics).payloadBytes, as: UTF8.self))
+        #expect(light["device"]?["via_device"] == p["device"]?["identifiers"]?.arrayValue?.first)
+        #expect(light["origin"] == p["origin"])
+    }
+}

@@ -146,6 +146,19 @@ def test_discovery_configs_availability_and_read_back_state(gateway):
         online = s.wait_online(name)
         assert online.retain
 
+    # The gateway is a device of its own (issue 20): the one every lamp is
+    # "connected via", with a connectivity sensor on its availability topic and
+    # the version attled reports in its device entry and in origin.
+    from conftest import ATTLED
+    version = subprocess.run([str(ATTLED), "--version"], capture_output=True, text=True, timeout=10).stdout.split()[-1]
+    gcfg_msg = mq.wait(f"{DISCOVERY}/binary_sensor/attled_gateway/connectivity/config", timeout=15)
+    assert gcfg_msg.retain
+    gcfg = gcfg_msg.json()
+    assert gcfg["device_class"] == "connectivity" and gcfg["state_topic"] == GATEWAY_AVAILABILITY
+    assert (gcfg["payload_on"], gcfg["payload_off"]) == ("online", "offline")
+    assert gcfg["device"]["identifiers"] == ["attled_gateway"] == [dev["via_device"]]
+    assert gcfg["device"]["sw_version"] == version == gcfg["origin"]["sw_version"] == cfg["origin"]["sw_version"]
+
     # The state read back from the devices (init=R,G,B): on, full brightness, that colour.
     st = s.wait_state("Lamp1", {"state": "ON"})
     assert st.retain
