@@ -170,20 +170,36 @@ public final class Link {
     init(stack: BLEStack, connection: LEConnection) {
         self.stack = stack
         self.connection = connection
-        l2cap = L2CAPLink(host: stack.host, handle: connection.handle)
-        bearer = ATTBearer(link: l2cap)
+        l2cap = L2CAPLink(host: stack.host, handle: connection.handle, ownsDisconnection: false)
+        bearer = ATTBearer(link: l2cap, ownsDisconnection: false)
         gatt = GATTClient(bearer: bearer)
         security = LinkSecurity(host: stack.host, l2cap: l2cap, initiator: stack.info.ownAddress, responder: connection.peer)
-        l2cap.onClose = { [weak self] reason in
-            guard let self else { return }
-            self.security.linkClosed()
-            self.stack.forget(self)
-            self.onDisconnect?(reason)
-        }
+        // The one owner of the connection's life: its end is seen once, here,
+        // and passed down in a fixed order (as Zephyr's conn.c does).
+        connection.whenEnded { [weak self] reason in self?.ended(reason) }
+        // The host failing (transport lost, closed) ends the link too.
+        l2cap.onClose = { [weak self] reason in self?.ended(reason) }
         bearer.onTimeout = { [weak self] _ in
             guard let self, self.connection.isConnected else { return }
             _ = self.stack.central.startDisconnect(self.connection)
         }
+    }
+
+    private var hasEnded = false
+
+    /// The connection ended (`reason`; nil: the host closed): the Security
+    /// Manager first (pairing and encryption waits fail), then the ATT bearer
+    /// (its outstanding and queued requests fail once), then L2CAP (no more
+    /// PDUs), then the owner: the stack forgets the link and `onDisconnect`
+    /// runs. The Central's subscribers hear of it after all of these.
+    private func ended(_ reason: HCIStatus?) {
+        guard !hasEnded else { return }
+        hasEnded = true
+        security.linkClosed()
+        bearer.close(.disconnected(reason: reason))
+        l2cap.close(reason: reason)
+        stack.forget(self)
+        onDisconnect?(reason)
     }
 
     /// True until Disconnection Complete.

@@ -25,6 +25,8 @@ final class Gateway {
     /// The broker reconnect timer, on the loop (it outlives a controller reset).
     var mqttRetry: EventLoop.Token?
     var loop: EventLoop { s.loop }
+    /// The gateway's subscriptions to the current stack's Central.
+    var centralSubscriptions: [Central.Subscription] = []
     var devices: [BDAddress: GatewayDevice] = [:]
     var connecting: GatewayDevice?
     var stopping = false
@@ -78,26 +80,28 @@ final class Gateway {
     /// late connections, the periodic tick, scanning.
     func attach(_ stack: BLEStack) {
         // New or changed advertising data: adopt the device if it is wanted.
-        stack.central.onDeviceUpdate = { [weak self] d, _ in self?.heard(d) }
+        centralSubscriptions = [
+            stack.central.onDeviceUpdate { [weak self] d, _ in self?.heard(d) },
         // Every report of an adopted device: one back after a drop (or whose
         // backoff ended) is connected the next time it is heard.
-        stack.central.onDeviceSeen = { [weak self] d in
-            guard let self, !self.stopping, let dev = self.devices[d.address.address] else { return }
-            self.tryConnect(dev)
-        }
-        stack.central.onDisconnection = { [weak self] c in self?.linkDown(c.peer, reason: nil) }
+            stack.central.onDeviceSeen { [weak self] d in
+                guard let self, !self.stopping, let dev = self.devices[d.address.address] else { return }
+                self.tryConnect(dev)
+            },
+            stack.central.onDisconnection { [weak self] c in self?.linkDown(c.peer, reason: nil) },
         // A connection that completes after its attempt was given up (a
         // controller that kept it pending, as Bumble's does after a cancel):
         // adopt it when it is a device we want and have no link to. That
         // includes the device being connected right now: the Central has no
         // attempt for it yet (it would have taken the completion), so the
         // scan is still stopping, and tryConnect then makes no second link.
-        stack.central.onUnrequestedConnection = { [weak self] c in
-            guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil else { return false }
-            self.log("gateway: \(dev.label): a connection given up earlier completed: adopting it")
-            self.linkUp(dev, stack.attach(c))
-            return true
-        }
+            stack.central.adoptUnrequested { [weak self] c in
+                guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil else { return false }
+                self.log("gateway: \(dev.label): a connection given up earlier completed: adopting it")
+                self.linkUp(dev, stack.attach(c))
+                return true
+            },
+        ]
         schedulePeriodic(stack.host)
         ensureScanning()
         chooseReconnectPath(stack)
@@ -112,10 +116,8 @@ final class Gateway {
         acceptArming = false
         for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
         connecting = nil
-        old.central.onDeviceUpdate = nil
-        old.central.onDeviceSeen = nil
-        old.central.onDisconnection = nil
-        old.central.onUnrequestedConnection = nil
+        for t in centralSubscriptions { old.central.cancel(t) }
+        centralSubscriptions = []
         s.closeStack()
         while true {
             try serveBrokerOnly(ms: controllerBackoff.next())

@@ -56,7 +56,7 @@ extension Session {
         report.begin(.scan)
         var shown = Set<DeviceAddress>()
         let filters = scanFilters()
-        central.onDeviceUpdate = { [unowned self] d, _ in
+        central.onDeviceUpdate { [unowned self] d, _ in
             guard filters.isEmpty || filters.contains(where: { $0.matches(d) }) else { return }
             let update = shown.contains(d.address)
             shown.insert(d.address)

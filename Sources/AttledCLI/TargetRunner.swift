@@ -50,7 +50,7 @@ final class TargetRunner {
                 j.report.begin(.scan)
             }
         }
-        stack.central.onDeviceUpdate = { [weak self] d, _ in self?.offer(d, stack) }
+        stack.central.onDeviceUpdate { [weak self] d, _ in self?.offer(d, stack) }
         try ensureScanning(stack)
         let listenForever = opts.command == .listen && opts.timeoutMs == nil
         let runDeadline = listenForever ? Instant.distantFuture : s.deadline

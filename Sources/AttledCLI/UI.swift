@@ -157,7 +157,7 @@ final class UIApp {
     /// advertises again: that link to the device we gave up on is taken, not
     /// dropped (the Central would disconnect it) and made again.
     func watchLateConnections() {
-        stack.central.onUnrequestedConnection = { [unowned self] c in
+        stack.central.adoptUnrequested { [unowned self] c in
             guard !self.quit, self.link == nil, self.adopted == nil, c.peer.address == self.gaveUpOn?.address else { return false }
             self.adopted = c
             self.status = "a connection attempt given up earlier completed: using it"

@@ -119,15 +119,22 @@ public final class ATTBearer {
     /// Requests waiting behind the outstanding one.
     public var queuedRequests: Int { queue.count }
 
-    /// - Parameter link: the L2CAP link; the bearer takes its ATT channel.
-    public init(link: L2CAPLink) {
+    /// - Parameters:
+    ///   - link: the L2CAP link; the bearer takes its ATT channel.
+    ///   - ownsDisconnection: false when the connection's owner closes the
+    ///     bearer on disconnection itself (`close(.disconnected(...))`, the
+    ///     facade's Link, in its fixed order); true (alone, as in tests): the
+    ///     bearer watches for Disconnection Complete on its own.
+    public init(link: L2CAPLink, ownsDisconnection: Bool = true) {
         self.link = link
         link.register(cid: CID.att) { [weak self] in self?.receive($0) }
-        tokens.append(link.host.onEvent { [weak self] ev in
-            if case let .disconnectionComplete(d) = ev, let self, d.handle == self.link.handle, d.status == .success {
-                self.close(.disconnected(reason: d.reason))
-            }
-        })
+        if ownsDisconnection {
+            tokens.append(link.host.onEvent { [weak self] ev in
+                if case let .disconnectionComplete(d) = ev, let self, d.handle == self.link.handle, d.status == .success {
+                    self.close(.disconnected(reason: d.reason))
+                }
+            })
+        }
         tokens.append(link.host.onClose { [weak self] _ in self?.close(.disconnected(reason: nil)) })
     }
 

@@ -87,6 +87,13 @@ public final class LEConnection {
     /// Run once at Disconnection Complete.
     var whenDisconnected: [() -> Void] = []
 
+    /// Runs `handler` once when the connection ends, with the reason, before
+    /// the Central's subscribers hear of it: the connection's owner (the
+    /// facade's `Link`) tears its layers down here, in its own order.
+    public func whenEnded(_ handler: @escaping (HCIStatus?) -> Void) {
+        whenDisconnected.append { [unowned self] in handler(self.disconnectReason) }
+    }
+
     init(_ cc: LEConnectionComplete) {
         handle = cc.handle; peer = cc.peer; role = cc.role
         interval = cc.interval; latency = cc.latency; supervisionTimeout = cc.supervisionTimeout
@@ -125,20 +132,86 @@ public final class Central {
     public private(set) var isScanning = false
     /// Use the extended scan/connect commands (Core 5.0+) instead of the legacy ones.
     public var useExtendedCommands = false
-    /// Called when a device is first heard and whenever its merged data changes.
-    public var onDeviceUpdate: ((DiscoveredDevice, _ isNew: Bool) -> Void)?
-    /// Called for every report of a device, after `onDeviceUpdate` when the
-    /// data changed (a long-lived owner, such as the gateway, that waits for
-    /// a known device to be heard again).
-    public var onDeviceSeen: ((DiscoveredDevice) -> Void)?
-    /// Advertising reports whose data was malformed (address, problems).
-    public var onMalformedAdvertisement: ((DeviceAddress, [String]) -> Void)?
-    /// A connection that completed with no attempt waiting for it (for
-    /// example one that completed after its attempt was cancelled and given
-    /// up). Return true to keep it; by default it is disconnected.
-    public var onUnrequestedConnection: ((LEConnection) -> Bool)?
-    /// Called when a connection ends (after `connections` forgot it).
-    public var onDisconnection: ((LEConnection) -> Void)?
+    // MARK: subscriptions (any number of subscribers, each with a token)
+
+    /// What the Central tells its subscribers.
+    public enum Event {
+        /// A device first heard (`isNew`) or whose merged data changed.
+        case deviceUpdated(DiscoveredDevice, isNew: Bool)
+        /// Every report of a device, after `deviceUpdated` when the data
+        /// changed (a long-lived owner, such as the gateway, waits for a known
+        /// device to be heard again).
+        case deviceSeen(DiscoveredDevice)
+        /// An advertising report whose data was malformed (address, problems).
+        case malformedAdvertisement(DeviceAddress, [String])
+        /// A connection ended (after `connections` forgot it).
+        case disconnected(LEConnection)
+    }
+
+    /// One subscription; pass it to `cancel(_:)`.
+    public struct Subscription: Hashable, Sendable { let id: UInt64 }
+
+    private var nextSubscription: UInt64 = 1
+    private var subscribers: [(Subscription, (Event) -> Void)] = []
+    private var adopters: [(Subscription, (LEConnection) -> Bool)] = []
+
+    private func subscription() -> Subscription {
+        defer { nextSubscription += 1 }
+        return Subscription(id: nextSubscription)
+    }
+
+    /// Calls `handler` with every event, in subscription order, until cancelled.
+    @discardableResult
+    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
+        let t = subscription(); subscribers.append((t, handler)); return t
+    }
+
+    /// Offers `handler` every connection that completed with no attempt
+    /// waiting for it (for example one that completed after its attempt was
+    /// cancelled and given up): the first adopter that returns true keeps
+    /// it; when none does, it is disconnected.
+    @discardableResult
+    public func adoptUnrequested(_ handler: @escaping (LEConnection) -> Bool) -> Subscription {
+        let t = subscription(); adopters.append((t, handler)); return t
+    }
+
+    /// Ends a subscription or an adopter; an unknown token is ignored.
+    public func cancel(_ t: Subscription) {
+        subscribers.removeAll { $0.0 == t }
+        adopters.removeAll { $0.0 == t }
+    }
+
+    /// Live subscriptions and adopters, for leak checks in tests.
+    public var subscriptionCount: Int { subscribers.count + adopters.count }
+
+    private func publish(_ e: Event) {
+        for (_, h) in subscribers { h(e) }
+    }
+
+    /// Subscribes to device updates only (first heard, data changed).
+    @discardableResult
+    public func onDeviceUpdate(_ handler: @escaping (DiscoveredDevice, _ isNew: Bool) -> Void) -> Subscription {
+        subscribe { if case let .deviceUpdated(d, isNew) = $0 { handler(d, isNew) } }
+    }
+
+    /// Subscribes to every report of a device.
+    @discardableResult
+    public func onDeviceSeen(_ handler: @escaping (DiscoveredDevice) -> Void) -> Subscription {
+        subscribe { if case let .deviceSeen(d) = $0 { handler(d) } }
+    }
+
+    /// Subscribes to malformed advertising data.
+    @discardableResult
+    public func onMalformedAdvertisement(_ handler: @escaping (DeviceAddress, [String]) -> Void) -> Subscription {
+        subscribe { if case let .malformedAdvertisement(a, p) = $0 { handler(a, p) } }
+    }
+
+    /// Subscribes to connections ending.
+    @discardableResult
+    public func onDisconnection(_ handler: @escaping (LEConnection) -> Void) -> Subscription {
+        subscribe { if case let .disconnected(c) = $0 { handler(c) } }
+    }
+
     /// What to ask for on each new connection, each only where the
     /// controller lists the command and the LE feature: the largest data
     /// length (LE Set Data Length, 251 octets) and the 2M PHY (LE Set PHY).
@@ -273,16 +346,16 @@ public final class Central {
             if rep.rssi != 127 { d.rssi = rep.rssi }
             // The common case while scanning: the same data again. Nothing to parse.
             let same = rep.isScanResponse ? d.scanResponseBytes == data : d.advertisementBytes == data
-            if same { devices[rep.address] = d; onDeviceSeen?(d); return }
+            if same { devices[rep.address] = d; publish(.deviceSeen(d)); return }
             // A scan response that repeats the advertisement (seen from some controllers) adds nothing new.
             let echo = rep.isScanResponse && data == d.advertisementBytes
             store(&d, rep, data, parsed: echo ? d.advertisement : parse(rep.address, data))
             devices[rep.address] = d
             if !echo {
                 pendingChecks.append(rep.address)
-                onDeviceUpdate?(d, false)
+                publish(.deviceUpdated(d, isNew: false))
             }
-            onDeviceSeen?(d)
+            publish(.deviceSeen(d))
             return
         }
         var d = DiscoveredDevice(address: rep.address, rssi: rep.rssi, connectable: rep.isConnectable,
@@ -291,13 +364,13 @@ public final class Central {
         devices[rep.address] = d
         order.append(rep.address)
         pendingChecks.append(rep.address)
-        onDeviceUpdate?(d, true)
-        onDeviceSeen?(d)
+        publish(.deviceUpdated(d, isNew: true))
+        publish(.deviceSeen(d))
     }
 
     private func parse(_ a: DeviceAddress, _ data: [UInt8]) -> AdvertisingData {
         let ad = AdvertisingData(data)
-        if !ad.problems.isEmpty { onMalformedAdvertisement?(a, ad.problems) }
+        if !ad.problems.isEmpty { publish(.malformedAdvertisement(a, ad.problems)) }
         return ad
     }
 
@@ -592,7 +665,7 @@ public final class Central {
                 if let i = attempts.firstIndex(where: { $0.state == .queued && $0.peer.address == c.peer.address }) {
                     let a = attempts.remove(at: i)
                     a.finish(.success(c), host)
-                } else if !(onUnrequestedConnection?(c) ?? false) {
+                } else if !adopters.contains(where: { $0.1(c) }) {
                     host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
                 }
             }
@@ -617,7 +690,7 @@ public final class Central {
                 let ws = c.whenDisconnected
                 c.whenDisconnected.removeAll()
                 for w in ws { w() }
-                onDisconnection?(c)
+                publish(.disconnected(c))
             }
         default:
             break

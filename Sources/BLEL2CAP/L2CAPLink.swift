@@ -36,18 +36,23 @@ public final class L2CAPLink {
     /// - Parameters:
     ///   - host: the HCI layer.
     ///   - handle: the connection handle from LE Connection Complete.
-    public init(host: HCIHost, handle: UInt16) {
+    ///   - ownsDisconnection: false when the connection's owner closes the
+    ///     link on disconnection itself (`close(reason:)`, the facade's Link);
+    ///     true (alone, as in tests): it watches for Disconnection Complete.
+    public init(host: HCIHost, handle: UInt16, ownsDisconnection: Bool = true) {
         self.host = host
         self.handle = handle
         tokens.append(host.onACL { [weak self] acl in
             guard let self, acl.handle == self.handle, self.isOpen else { return }
             self.receive(acl)
         })
-        tokens.append(host.onEvent { [weak self] ev in
-            if case let .disconnectionComplete(d) = ev, let self, d.handle == self.handle, d.status == .success {
-                self.end(d.reason)
-            }
-        })
+        if ownsDisconnection {
+            tokens.append(host.onEvent { [weak self] ev in
+                if case let .disconnectionComplete(d) = ev, let self, d.handle == self.handle, d.status == .success {
+                    self.end(d.reason)
+                }
+            })
+        }
         tokens.append(host.onClose { [weak self] _ in self?.end(nil) })
         channels[CID.leSignalling] = { [weak self] in self?.handleSignalling($0) }
         channels[CID.smp] = { [weak self] in self?.handleSMP($0) }
@@ -57,6 +62,10 @@ public final class L2CAPLink {
     /// the host registrations are released. The connection itself is GAP's
     /// to disconnect. Idempotent.
     public func close() { end(nil) }
+
+    /// Stops using the connection because it ended for `reason` (its owner
+    /// saw the disconnection); `onClose` gets the reason. Idempotent.
+    public func close(reason: HCIStatus?) { end(reason) }
 
     private func end(_ reason: HCIStatus?) {
         guard isOpen else { return }

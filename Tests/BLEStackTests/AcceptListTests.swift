@@ -121,7 +121,7 @@ struct AcceptListTests {
         info.leFeatures = (1 << 5) | (1 << 8)
         info.version = LocalVersion(hciVersion: 0x0C, hciRevision: 0, lmpVersion: 0x0C, manufacturer: manufacturer, lmpSubversion: 0)
         let central = Central(host: host, info: info)
-        central.onUnrequestedConnection = { _ in true }  // kept: the tests connect with no attempt
+        central.adoptUnrequested { _ in true }  // kept: the tests connect with no attempt
         return (ctl, host, central)
     }
 
@@ -143,7 +143,7 @@ struct AcceptListTests {
     @Test("nothing is asked where the commands are not listed, only what airRequests names, and not LE Set PHY of a company-0xFFFF controller")
     func airRequestsGated() throws {
         let (ctl, host, central) = central()
-        central.onUnrequestedConnection = { _ in true }
+        central.adoptUnrequested { _ in true }
         host.handle(Self.connected)
         _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
         #expect(ctl.sentHex().isEmpty && central.connections[1]?.airRequest == nil)

@@ -281,7 +281,7 @@ struct CentralScanTests {
     func legacyMerge() throws {
         let (_, host, central) = try scanningCentral()
         var updates: [(String?, Bool)] = []
-        central.onDeviceUpdate = { d, isNew in updates.append((d.name, isNew)) }
+        central.onDeviceUpdate { d, isNew in updates.append((d.name, isNew)) }
         let adv = hex("02 01 06 03 03 0d 18")
         let rsp = hex("0b 09 43 61 73 73 61 72 54 65 63 68")
         host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: adv))
@@ -308,8 +308,8 @@ struct CentralScanTests {
     func seenEveryReport() throws {
         let (_, host, central) = try scanningCentral()
         var calls: [String] = []
-        central.onDeviceUpdate = { _, isNew in calls.append(isNew ? "new" : "changed") }
-        central.onDeviceSeen = { d in calls.append("seen \(d.reports)") }
+        central.onDeviceUpdate { _, isNew in calls.append(isNew ? "new" : "changed") }
+        central.onDeviceSeen { d in calls.append("seen \(d.reports)") }
         let data = hex("0b 09 43 61 73 73 61 72 54 65 63 68")
         host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: data))
         host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: data))
@@ -317,11 +317,26 @@ struct CentralScanTests {
         #expect(calls == ["new", "seen 1", "seen 2", "changed", "seen 3"])
     }
 
+    @Test("any number of subscribers get each event in order; a cancelled one no longer does")
+    func subscribers() throws {
+        let (_, host, central) = try scanningCentral()
+        var a: [String] = [], b: [String] = []
+        let ta = central.onDeviceUpdate { d, _ in a.append(d.name ?? "?") }
+        central.subscribe { e in if case let .deviceSeen(d) = e { b.append("seen \(d.reports)") } }
+        let data = hex("0b 09 43 61 73 73 61 72 54 65 63 68")
+        host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: data))
+        central.cancel(ta)
+        host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:56", data: data))
+        #expect(a == ["CassarTech"])
+        #expect(b == ["seen 1", "seen 1"])
+        #expect(central.subscriptionCount == 1)
+    }
+
     @Test("extended report 0x0001 then 0x0008 repeating the same data: one device, one update")
     func extendedRepeat() throws {
         let (_, host, central) = try scanningCentral()
         var updates: [Bool] = []
-        central.onDeviceUpdate = { _, isNew in updates.append(isNew) }
+        central.onDeviceUpdate { _, isNew in updates.append(isNew) }
         let data = hex("0b 09 43 61 73 73 61 72 54 65 63 68")
         host.handle(extendedReport(type: 0x0001, address: "C0:11:22:33:44:55", data: data))
         host.handle(extendedReport(type: 0x0008, address: "C0:11:22:33:44:55", data: data))
@@ -340,7 +355,7 @@ struct CentralScanTests {
     func perAddress() throws {
         let (_, host, central) = try scanningCentral()
         var newCount = 0
-        central.onDeviceUpdate = { _, isNew in if isNew { newCount += 1 } }
+        central.onDeviceUpdate { _, isNew in if isNew { newCount += 1 } }
         host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: hex("02 01 06")))
         host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:66", data: hex("02 01 06")))
         #expect(newCount == 2)
@@ -351,7 +366,7 @@ struct CentralScanTests {
     func fragmentedExtended() throws {
         let (_, host, central) = try scanningCentral()
         var updates = 0
-        central.onDeviceUpdate = { _, _ in updates += 1 }
+        central.onDeviceUpdate { _, _ in updates += 1 }
         host.handle(extendedReport(type: 0x0021, address: "C0:11:22:33:44:55", data: hex("0b 09 43 61 73 73")))
         #expect(updates == 0)
         host.handle(extendedReport(type: 0x0001, address: "C0:11:22:33:44:55", data: hex("61 72 54 65 63 68")))
@@ -363,7 +378,7 @@ struct CentralScanTests {
     func malformedReported() throws {
         let (_, host, central) = try scanningCentral()
         var problems: [String] = []
-        central.onMalformedAdvertisement = { _, p in problems += p }
+        central.onMalformedAdvertisement { _, p in problems += p }
         host.handle(legacyReport(type: 0x00, address: "C0:11:22:33:44:55", data: hex("05 09 41")))
         #expect(problems == ["AD structure at offset 0 claims 5 byte(s) but only 2 remain"])
         #expect(central.devices.count == 1)

@@ -324,7 +324,7 @@ struct ConnectionManagerTests {
         let central = Central(host: host, info: ControllerInfo())
         central.cancelGraceMs = 30
         var adopted: [LEConnection] = []
-        central.onUnrequestedConnection = { c in adopted.append(c); return true }
+        central.adoptUnrequested { c in adopted.append(c); return true }
         #expect(throws: GAPError.connectCancelUnconfirmed(Self.peerA, ms: 20)) { try central.connect(to: Self.peerA, timeoutMs: 20) }
         ctl.deliver(h4("04 3e 13 01 00 01 00 00 01 55 44 33 22 11 c0 06 00 00 00 c8 00 00"))
         _ = try host.pump(until: Instant.now().adding(ms: 200)) { !adopted.isEmpty }
