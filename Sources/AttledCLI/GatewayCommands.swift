@@ -72,7 +72,10 @@ extension Gateway {
     /// Writes the latest wanted state, one write in flight per device.
     func flush(_ dev: GatewayDevice) {
         if dev.onDemand, dev.link == nil, dev.wanted != nil { tryConnect(dev); return }
-        guard let link = dev.link, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
+        // A link whose connection just ended is torn down layer by layer before
+        // the gateway hears of it (the failed write's completion comes first):
+        // nothing is written on it; linkDown follows and the link is made again.
+        guard let link = dev.link, link.isConnected, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
         setInterval(dev, idle: false)
         armIdle(dev)
         dev.wanted = nil
@@ -104,7 +107,7 @@ extension Gateway {
     }
 
     func press(_ dev: GatewayDevice, _ b: HarnessButton) {
-        guard let link = dev.link, let led = dev.led, let cmd = led.command, let h = s.host else {
+        guard let link = dev.link, link.isConnected, let led = dev.led, let cmd = led.command, let h = s.host else {
             if dev.onDemand {
                 dev.pendingPress = b
                 tryConnect(dev)

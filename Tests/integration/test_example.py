@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
@@ -21,6 +22,15 @@ def setcolour() -> pathlib.Path:
     src = (EXAMPLE / "Sources" / "SetColour" / "main.swift").read_text()
     assert "@testable" not in src and "import Attled" in src
     assert '.package(name: "attled", path: "../..")' in (EXAMPLE / "Package.swift").read_text()
+    # SwiftPM does not plan a path dependency's build again when a source file
+    # is added to or removed from one of its targets: a cached scratch would
+    # then compile a stale file list. Start it afresh when the list changed.
+    files = "\n".join(sorted(str(f.relative_to(ROOT)) for f in (ROOT / "Sources").rglob("*") if f.is_file()))
+    stamp = SCRATCH / "attled-sources.list"
+    if SCRATCH.exists() and (not stamp.exists() or stamp.read_text() != files):
+        shutil.rmtree(SCRATCH)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(files)
     r = subprocess.run(["swift", "build", "--package-path", str(EXAMPLE), "--scratch-path", str(SCRATCH)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
