@@ -24,15 +24,16 @@ let package = Package(
         // The whole stack for other Swift programs: `import Attled` brings the facade
         // (BLEStack, Link) and re-exports every layer; BLETrace decodes packets.
         .library(name: "Attled", targets: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP",
-                                           "BLEATT", "BLEGATT", "LEDProfile", "BLETrace", "BLESMP"]),
+                                           "BLEATT", "BLEGATT", "LEDProfile", "BLETrace", "BLESMP", "AttledJSON"]),
     ],
     targets: [
         // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
         .systemLibrary(name: "CBluetooth", path: "Sources/CBluetooth",
                        providers: [.apt(["libbluetooth-dev"])]),
-        // Bounds-checked byte reader/writer, addresses, UUIDs, assigned numbers, clocks and
-        // backoff, JSON values (the CLI's --json output, the gateway's MQTT payloads).
+        // Bounds-checked byte reader/writer, addresses, UUIDs, assigned numbers, clocks.
         .target(name: "BLEWire", swiftSettings: strict),
+        // JSON values: the CLI's --json output, the gateway's MQTT payloads.
+        .target(name: "AttledJSON", swiftSettings: strict),
         // Moves whole HCI packets: H4 over TCP/Unix/serial, Linux HCI user channel;
         // the event loop (descriptors, timers, signals) the whole program runs on.
         .target(name: "BLETransport", dependencies: ["BLEWire", "CBluetooth", "CEpoll"], swiftSettings: strict),
@@ -56,7 +57,7 @@ let package = Package(
         // Linux's epoll header (the event loop's descriptor set, in BLETransport).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
-                dependencies: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
+                dependencies: ["Attled", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
                     + (withGateway ? ["BLEMQTT"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
@@ -73,9 +74,9 @@ let package = Package(
         .target(name: "CMosquittoLoader", linkerSettings: [.linkedLibrary("dl")]),
         // MQTT client over libmosquitto driven by the owner's poll loop, Home
         // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
-        .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
+        .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "AttledJSON", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):

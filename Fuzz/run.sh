@@ -24,6 +24,7 @@ HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spe
 # Module, then the modules it imports, in an order that builds dependencies first.
 MODULES=(
   "BLEWire"
+  "AttledJSON"
   "BLETransport BLEWire"
   "BLEHCI BLEWire BLETransport"
   "BLEGAP BLEWire BLEHCI"
@@ -34,8 +35,8 @@ MODULES=(
   "LEDProfile BLEWire BLEHCI BLEATT BLEGATT"
   "BLESMP BLEWire"
   "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
-  "AttledCLI Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
-  "BLEMQTT BLEWire BLETransport"
+  "AttledCLI Attled AttledJSON BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
+  "BLEMQTT BLEWire BLETransport AttledJSON"
 )
 FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CEpoll" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
 

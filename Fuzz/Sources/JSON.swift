@@ -8,6 +8,7 @@
 // reports what it was given.
 import BLEWire
 import BLEMQTT
+import AttledJSON
 
 func fuzzJSON(_ data: [UInt8]) {
     let value: JSONValue

@@ -124,7 +124,7 @@ public struct BondStore: Sendable {
         let isStatic = address.type.isRandom && address.address.randomKind == "static"
         guard address.type == .public || isStatic else { return nil }
         let p = directory + "/local-irk"
-        if let raw = FileDescriptor.readFile(p, limit: 64), let v = Hex.parse(String(decoding: raw, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""), v.count == 16 {
+        if let raw = SystemIO.readFile(p, limit: 64), let v = Hex.parse(String(decoding: raw, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""), v.count == 16 {
             return LocalIdentity(irk: SMPSecret(v.reversed()), address: address)
         }
         guard let irk = try? SMPCrypto.random(16) else { return nil }
@@ -142,7 +142,7 @@ public struct BondStore: Sendable {
     /// - Returns: nil when it cannot be stored (the run then makes one up for itself).
     public func localStaticAddress(make: () -> BDAddress) -> BDAddress? {
         let p = directory + "/local-address"
-        if let raw = FileDescriptor.readFile(p, limit: 64),
+        if let raw = SystemIO.readFile(p, limit: 64),
            let line = String(decoding: raw, as: UTF8.self).split(separator: "\n").first,
            let a = BDAddress(String(line)), a.randomKind == "static" {
             return a
@@ -158,7 +158,7 @@ public struct BondStore: Sendable {
     // MARK: files
 
     func load(path p: String) -> Bond? {
-        guard let raw = FileDescriptor.readFile(p, limit: 4096) else { return nil }
+        guard let raw = SystemIO.readFile(p, limit: 4096) else { return nil }
         var identity: DeviceAddress?, last: DeviceAddress?, ltk: LongTermKey?, irk: SMPSecret?
         let lines = String(decoding: raw, as: UTF8.self).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         guard lines.first == ["attled-bond", "1"] else { return nil }
@@ -202,7 +202,7 @@ public struct BondStore: Sendable {
         let tmp = p + ".tmp.\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw BondStoreError(path: tmp, errno: errno) }
-        let ok = FileDescriptor.writeAll(fd, bytes) && fsync(fd) == 0
+        let ok = SystemIO.writeAll(fd, bytes) && fsync(fd) == 0
         let e = errno
         close(fd)
         guard ok else { unlink(tmp); throw BondStoreError(path: tmp, errno: e) }

@@ -128,7 +128,7 @@ struct GATTCache {
     // MARK: files
 
     func readFile(_ p: String) -> String? {
-        FileDescriptor.readFile(p).map { String(decoding: $0, as: UTF8.self) }
+        SystemIO.readFile(p).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Writes atomically (temporary file, then rename); failures are silent:
@@ -138,7 +138,7 @@ struct GATTCache {
         let tmp = p + ".tmp.\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
-        let ok = FileDescriptor.writeAll(fd, Array(text.utf8))
+        let ok = SystemIO.writeAll(fd, Array(text.utf8))
         close(fd)
         if ok { rename(tmp, p) } else { unlink(tmp) }
     }

@@ -6,5 +6,5 @@ public enum Console {
     public static func out(_ s: String) { write(1, s + "\n") }
     public static func err(_ s: String) { write(2, s + "\n") }
 
-    public static func write(_ fd: Int32, _ s: String) { FileDescriptor.writeAll(fd, Array(s.utf8)) }
+    public static func write(_ fd: Int32, _ s: String) { SystemIO.writeAll(fd, Array(s.utf8)) }
 }

@@ -13,7 +13,7 @@ func runDecode(_ opts: Options) -> Int32 {
         Console.err("attled: error: cannot open \(path): \(errnoName(errno))")
         return ExitCode.unavailable.rawValue
     }
-    let bytes = FileDescriptor.readAll(fd, limit: 512 * 1024 * 1024)
+    let bytes = SystemIO.readAll(fd, limit: 512 * 1024 * 1024)
     if fd != 0 { close(fd) }
     let (records, error) = Btsnoop.parse(bytes)
     let decoder = PacketDecoder()

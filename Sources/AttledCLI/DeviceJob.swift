@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attled
+import AttledJSON
 
 /// One target of set/get/send/listen, driven from when it is heard (or its
 /// address is known) to the end of its action: connect, resolve the LED

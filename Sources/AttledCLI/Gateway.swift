@@ -152,7 +152,7 @@ final class Gateway {
     func startMQTT() throws {
         var password: String? = nil
         if let f = opts.mqttPasswordFile {
-            guard let raw = FileDescriptor.readFile(f, limit: 4096) else {
+            guard let raw = SystemIO.readFile(f, limit: 4096) else {
                 throw RunError("cannot read --mqtt-password-file \(f): \(String(cString: strerror(errno)))", .usage)
             }
             var text = String(decoding: raw, as: UTF8.self)

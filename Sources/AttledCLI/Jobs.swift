@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Attled
 import BLETrace
+import AttledJSON
 
 extension Session {
     // MARK: scan command

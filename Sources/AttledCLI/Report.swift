@@ -1,4 +1,5 @@
 import BLEWire
+import AttledJSON
 
 /// The phases of a run, in the order they usually happen.
 enum Phase: String, Sendable {

@@ -1,4 +1,5 @@
 import Attled
+import AttledJSON
 
 /// When and how a run pairs or encrypts a link (issue: encrypted links):
 /// up front with `--pair` or with a stored bond; when the device answers an

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Attled
 import BLETrace
+import AttledJSON
 
 /// One run of attled: opens the transport and initialises the controller
 /// (through the library's `BLEStack`), runs the command with a deadline per

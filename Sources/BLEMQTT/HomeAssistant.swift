@@ -17,6 +17,7 @@
 //   `availability_mode: all` an entity is available only while every listed topic says `online`.
 
 import BLEWire
+import AttledJSON
 
 // MARK: - Topics
 

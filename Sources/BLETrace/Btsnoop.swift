@@ -153,7 +153,7 @@ public final class BtsnoopWriter: PacketObserver {
     }
 
     private func writeAll(_ b: [UInt8]) {
-        if fd >= 0 { FileDescriptor.writeAll(fd, b) }
+        if fd >= 0 { SystemIO.writeAll(fd, b) }
     }
 
     /// Closes the file; packets observed afterwards are dropped. Safe to call twice.

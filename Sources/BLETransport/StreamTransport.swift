@@ -60,8 +60,8 @@ public final class StreamTransport: HCITransport {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let deadline = Instant.now().adding(ms: timeoutMs)
         while true {
-            let readiness: FileDescriptor.Readiness
-            do { readiness = try FileDescriptor.wait(fd, wakeFD: wakeFD, until: deadline) }
+            let readiness: SystemIO.Readiness
+            do { readiness = try SystemIO.wait(fd, wakeFD: wakeFD, until: deadline) }
             catch { throw TransportError.io(name, operation: "poll", errno: error.code) }
             switch readiness {
             case .woken: return .woken

@@ -197,8 +197,8 @@ public final class UserChannelTransport: HCITransport {
         guard fd >= 0 else { throw TransportError.closedByPeer(name) }
         let deadline = Instant.now().adding(ms: timeoutMs)
         while true {
-            let ready: FileDescriptor.Readiness
-            do { ready = try FileDescriptor.wait(fd, wakeFD: wakeFD, until: deadline) }
+            let ready: SystemIO.Readiness
+            do { ready = try SystemIO.wait(fd, wakeFD: wakeFD, until: deadline) }
             catch { throw TransportError.io(name, operation: "poll", errno: error.code) }
             switch ready {
             case .woken: return .woken
@@ -225,6 +225,6 @@ public final class UserChannelTransport: HCITransport {
         fd = -1
         guard restoreUp, let e = Self.bringUp(index), e != ENODEV else { return }
         // Not silent: the adapter is left down, which other programs notice.
-        FileDescriptor.writeAll(2, Array("attled: warning: could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'\n".utf8))
+        SystemIO.writeAll(2, Array("attled: warning: could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'\n".utf8))
     }
 }

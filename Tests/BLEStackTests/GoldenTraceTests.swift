@@ -15,7 +15,7 @@ struct GoldenTraceTests {
     }()
 
     static func read(_ name: String) throws -> [UInt8] {
-        try #require(FileDescriptor.readFile(dir + name, limit: 1 << 24), "cannot open \(dir + name)")
+        try #require(SystemIO.readFile(dir + name, limit: 1 << 24), "cannot open \(dir + name)")
     }
 
     /// The same loop as `attled decode`.

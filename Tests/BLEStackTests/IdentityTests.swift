@@ -46,7 +46,7 @@ struct IdentityTests {
     func damagedAddressFile() throws {
         let dir = tempDir()
         let fd = open(dir + "/local-address", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        _ = FileDescriptor.writeAll(fd, Array("11:22:33:44:55:66\n".utf8)) // not static (top bits 00)
+        _ = SystemIO.writeAll(fd, Array("11:22:33:44:55:66\n".utf8)) // not static (top bits 00)
         close(fd)
         let store = BondStore(directory: dir)
         let a = try #require(store.localStaticAddress(make: HCIHost.makeStaticRandomAddress))

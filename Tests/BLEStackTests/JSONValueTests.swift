@@ -1,5 +1,6 @@
 import Testing
 @testable import BLEWire
+import AttledJSON
 
 /// Parses `text`, recording an issue (and returning .null) if it is refused.
 private func parsed(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) -> JSONValue {

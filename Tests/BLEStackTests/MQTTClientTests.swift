@@ -4,6 +4,7 @@ import Glibc
 import Testing
 @testable import BLEWire
 @testable import BLEMQTT
+import Attled
 import BLETransport
 
 // MARK: - A real broker, started by the test

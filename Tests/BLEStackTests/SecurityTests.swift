@@ -187,7 +187,7 @@ struct BondStoreTests {
         let p = d + "/bond-C0-11-22-33-44-55-random"
         let fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         #expect(fd >= 0)
-        _ = FileDescriptor.writeAll(fd, Array(text.utf8))
+        _ = SystemIO.writeAll(fd, Array(text.utf8))
         close(fd)
         let store = BondStore(directory: d)
         #expect(store.bond(for: DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)) == nil)

@@ -6,21 +6,21 @@ import BLEWire
 /// The descriptor loops every part of attled needs: waiting for input with a
 /// wake descriptor, writing everything, reading everything. One place turns
 /// EINTR and short transfers into the right thing.
-public enum FileDescriptor {
+public enum SystemIO {
     /// What a bounded wait on a descriptor found.
     public enum Readiness { case readable, woken, timeout }
 
     /// Waits until `fd` is readable, `wakeFD` (when not -1) is readable, or
     /// `deadline` passes; `fd` wins when both are. A signal interrupting poll
     /// counts as woken.
-    /// - Throws: `Errno` carrying poll's errno for any failure other than EINTR.
-    public static func wait(_ fd: Int32, wakeFD: Int32, until deadline: Instant) throws(Errno) -> Readiness {
+    /// - Throws: `SystemError` carrying poll's errno for any failure other than EINTR.
+    public static func wait(_ fd: Int32, wakeFD: Int32, until deadline: Instant) throws(SystemError) -> Readiness {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
         let r = poll(&fds, wakeFD >= 0 ? 2 : 1, Int32(clamping: Instant.now().msUntil(deadline)))
         if r < 0 {
             if errno == EINTR { return .woken }
-            throw Errno(errno)
+            throw SystemError(errno)
         }
         // The transport first: a wake-up source that stays readable (a busy
         // socket in the gateway's wake-up set) must never starve the
@@ -66,7 +66,7 @@ public enum FileDescriptor {
 }
 
 /// An errno value as a typed error.
-public struct Errno: Error, Equatable, Sendable {
+public struct SystemError: Error, Equatable, Sendable {
     public var code: Int32
     /// Wraps an errno value such as `EIO`.
     public init(_ code: Int32) { self.code = code }
