@@ -23,7 +23,7 @@ let package = Package(
         .executable(name: "attled", targets: ["attled"]),
         // The whole stack for other Swift programs: `import Attled` brings the facade
         // (BLEStack, Link) and re-exports every layer; BLETrace decodes packets.
-        .library(name: "Attled", targets: ["Attled", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP",
+        .library(name: "Attled", targets: ["Attled", "AttledLED", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP",
                                            "BLEATT", "BLEGATT", "LEDProfile", "BLETrace", "BLESMP", "AttledJSON"]),
     ],
     targets: [
@@ -51,13 +51,15 @@ let package = Package(
         .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
         // The three LED devices and generic RGB descriptions.
         .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEHCI", "BLEATT", "BLEGATT"], swiftSettings: strict),
-        // The facade: open, scan, connect, a GATT client per link; re-exports the layers.
-        .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "LEDProfile", "BLESMP"], swiftSettings: strict),
+        // The facade: open, scan, connect, a GATT client per link; re-exports the layers. It knows no app.
+        .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
+        // The LED lamps on the facade: Link.resolveLED/setColour/readColour, DeviceFilter.led.
+        .target(name: "AttledLED", dependencies: ["Attled", "LEDProfile"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.
         // Linux's epoll header (the event loop's descriptor set, in BLETransport).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
-                dependencies: ["Attled", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
+                dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
                     + (withGateway ? ["BLEMQTT"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
@@ -76,7 +78,7 @@ let package = Package(
         // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
         .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "AttledJSON", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledCLI", "BLESMP", "BLEMQTT"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):

@@ -5,20 +5,19 @@
 @_exported import BLEL2CAP
 @_exported import BLEATT
 @_exported import BLEGATT
-@_exported import LEDProfile
 @_exported import BLESMP
 
 /// The attled stack in a few lines: open a controller, scan, connect, and
-/// get a GATT client for each link.
+/// get a GATT client for each link (the LED lamps' conveniences are in
+/// `AttledLED`):
 ///
 ///     let stack = try BLEStack.open("tcp:127.0.0.1:9000")
 ///     defer { stack.close() }
 ///     let lamp = try stack.find(.name("CassarTech"), timeoutMs: 5000)
 ///     let link = try stack.connect(to: lamp.address)
-///     let led = try link.resolveLED(advertised: lamp.serviceUUIDs)
-///     try link.setColour(RGB(255, 0, 0), on: led)
+///     try link.gatt.write(0x0010, value: [0xFF], withResponse: true)
 ///
-/// Single-threaded: one event loop (`host.pump`) serves every link. Each
+/// Single-threaded: one event loop (`host.loop`, driven by the host) serves every link. Each
 /// blocking call runs that loop until its own operation completes, so other
 /// links keep making progress meanwhile; the `start...` forms return a
 /// `Future` instead, for driving several links at once.
@@ -216,29 +215,6 @@ public final class Link {
     public func disconnect(timeoutMs: Int = 1000) throws {
         try stack.central.disconnect(connection, timeoutMs: timeoutMs)
     }
-
-    // MARK: LED convenience
-
-    /// Finds the LED service and characteristics (see `LEDOperations.startDiscover`).
-    /// - Returns: the resolved LED characteristics.
-    /// - Throws: `GATTError`, `LEDOperations.Failure`, `ATTError`, `HCIError`.
-    public func resolveLED(profile: LEDProfile? = nil, advertised: [BluetoothUUID] = []) throws -> ResolvedLED {
-        try stack.host.wait(LEDOperations.startDiscover(gatt, profile: profile, advertised: advertised, deviceName: peer.description))
-    }
-
-    /// Writes a colour to an RGB LED and waits until it is written (Write
-    /// Responses received, or Write Commands confirmed sent).
-    /// - Throws: `GATTError`, `ATTError`, `HCIError`.
-    public func setColour(_ rgb: RGB, on led: ResolvedLED) throws {
-        _ = try stack.host.wait(LEDOperations.startSetColour(gatt, led, rgb))
-    }
-
-    /// Reads the colour of an RGB LED.
-    /// - Returns: the colour.
-    /// - Throws: `GATTError`, `ATTError`, `HCIError`.
-    public func readColour(of led: ResolvedLED) throws -> RGB {
-        try stack.host.wait(LEDOperations.startReadColour(gatt, led))
-    }
 }
 
 /// What a scan looks for.
@@ -249,8 +225,9 @@ public enum DeviceFilter: Sendable, CustomStringConvertible {
     case address(BDAddress)
     /// A device listing this service UUID in its advertising data.
     case service(BluetoothUUID)
-    /// A device advertising one of these profiles' LED services (default: all known).
-    case led([LEDProfile])
+    /// A device advertising any of these service UUIDs; `label` says what
+    /// they are in messages ("a known LED service").
+    case anyService([BluetoothUUID], label: String)
     /// All of these.
     indirect case all([DeviceFilter])
 
@@ -267,8 +244,7 @@ public enum DeviceFilter: Sendable, CustomStringConvertible {
             return false
         case .address(let a): return d.address.address == a
         case .service(let u): return d.serviceUUIDs.contains(u)
-        case .led(let ps):
-            let wanted = (ps.isEmpty ? LEDProfile.known : ps).map(\.service)
+        case .anyService(let wanted, _):
             return d.serviceUUIDs.contains { wanted.contains($0) }
         case .all(let fs): return fs.allSatisfy { $0.matches(d) }
         }
@@ -279,7 +255,7 @@ public enum DeviceFilter: Sendable, CustomStringConvertible {
         case .name(let n): return "named '\(n)'"
         case .address(let a): return "at \(a)"
         case .service(let u): return "advertising service \(u)"
-        case .led: return "advertising a known LED service (pycom, particle or harness)"
+        case .anyService(_, let label): return "advertising \(label)"
         case .all(let fs): return fs.map(\.description).joined(separator: " and ")
         }
     }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 import AttledJSON
 
 /// One target of set/get/send/listen, driven from when it is heard (or its

@@ -1,4 +1,5 @@
 import Attled
+import AttledLED
 import BLEWire
 import BLETransport
 import BLEHCI

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 import AttledJSON
 
 /// attled as a general GATT tool, on any server and with no LED profile:

@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 import BLEMQTT
 
 /// `attled gateway`: keeps links to the LED devices around it and bridges

@@ -1,5 +1,6 @@
 #if ATTLED_GATEWAY
 import Attled
+import AttledLED
 
 /// How the gateway reconnects the devices it keeps.
 enum ReconnectPath: Equatable {

@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 import BLEMQTT
 
 /// The gateway's commands: Home Assistant's light commands and button

@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 import BLEMQTT
 
 /// The gateway's devices: which are adopted, connecting (one attempt at a

@@ -1,4 +1,5 @@
 import Attled
+import AttledLED
 import AttledJSON
 
 /// When and how a run pairs or encrypts a link (issue: encrypted links):

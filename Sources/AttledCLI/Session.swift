@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 import BLETrace
 import AttledJSON
 

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 
 /// Finds and connects the targets of set/get/send/listen and runs a
 /// `DeviceJob` on each, all at once in the one event loop:

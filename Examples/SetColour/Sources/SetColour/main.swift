@@ -5,6 +5,7 @@
 import Glibc
 #endif
 import Attled
+import AttledLED
 
 /// Sets the colour; returns the process exit code.
 func setColour(transport: String, name: String, colour: RGB) -> Int32 {
