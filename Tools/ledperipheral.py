@@ -78,11 +78,13 @@ logger = logging.getLogger("ledperipheral")
 
 Props = Characteristic.Properties
 
-# ATT error codes used here (Core Vol 3, Part F, 3.4.1.1).
-ATT_READ_NOT_PERMITTED = 0x02
-ATT_WRITE_NOT_PERMITTED = 0x03
-ATT_INVALID_ATTRIBUTE_VALUE_LENGTH = 0x0D
-ATT_INSUFFICIENT_ENCRYPTION = 0x0F
+# ATT error codes used here (Core Vol 3, Part F, 3.4.1.1): Bumble's own.
+ATT_READ_NOT_PERMITTED = att.ATT_READ_NOT_PERMITTED_ERROR
+ATT_WRITE_NOT_PERMITTED = att.ATT_WRITE_NOT_PERMITTED_ERROR
+ATT_INVALID_ATTRIBUTE_VALUE_LENGTH = att.ATT_INVALID_ATTRIBUTE_LENGTH_ERROR
+ATT_INSUFFICIENT_ENCRYPTION = att.ATT_INSUFFICIENT_ENCRYPTION_ERROR
+ATT_ATTRIBUTE_NOT_FOUND = att.ATT_ATTRIBUTE_NOT_FOUND_ERROR
+ATT_REQUEST_NOT_SUPPORTED = att.ATT_REQUEST_NOT_SUPPORTED_ERROR
 
 # Attribute permissions of a characteristic / CCCD with secure=enc.
 ENCRYPTION_REQUIRED = (
@@ -94,18 +96,18 @@ AUTHREQ_BONDING = 0x01
 AUTHREQ_SC = 0x08
 SMP_PAIRING_REQUEST = 0x01
 
-# ATT opcodes screened here.
-OP_READ_REQUEST = 0x0A
-OP_READ_BLOB_REQUEST = 0x0C
-OP_WRITE_REQUEST = 0x12
-OP_WRITE_COMMAND = 0x52
-OP_SIGNED_WRITE_COMMAND = 0xD2
-OP_PREPARE_WRITE_REQUEST = 0x16
-OP_ERROR_RESPONSE = 0x01
-OP_HANDLE_VALUE_NOTIFICATION = 0x1B
-OP_HANDLE_VALUE_INDICATION = 0x1D
-OP_HANDLE_VALUE_CONFIRMATION = 0x1E
-ATT_ATTRIBUTE_NOT_FOUND = 0x0A
+# ATT opcodes screened here: Bumble's own (att.Opcode).
+_OP = att.Opcode
+OP_READ_REQUEST = _OP.ATT_READ_REQUEST
+OP_READ_BLOB_REQUEST = _OP.ATT_READ_BLOB_REQUEST
+OP_WRITE_REQUEST = _OP.ATT_WRITE_REQUEST
+OP_WRITE_COMMAND = _OP.ATT_WRITE_COMMAND
+OP_SIGNED_WRITE_COMMAND = _OP.ATT_SIGNED_WRITE_COMMAND
+OP_PREPARE_WRITE_REQUEST = _OP.ATT_PREPARE_WRITE_REQUEST
+OP_ERROR_RESPONSE = _OP.ATT_ERROR_RESPONSE
+OP_HANDLE_VALUE_NOTIFICATION = _OP.ATT_HANDLE_VALUE_NOTIFICATION
+OP_HANDLE_VALUE_INDICATION = _OP.ATT_HANDLE_VALUE_INDICATION
+OP_HANDLE_VALUE_CONFIRMATION = _OP.ATT_HANDLE_VALUE_CONFIRMATION
 HCI_REMOTE_USER_TERMINATED = 0x13
 INDICATION_TIMEOUT_S = 2.0
 OVERSIZE_BUILD_MTU = 517
@@ -211,18 +213,18 @@ HARNESS_COMMANDS = {1: (0, 1), 0: (0, 0), 3: (1, 1), 4: (1, 0)}
 # -----------------------------------------------------------------------------
 # ATT requests a fault can be triggered by: name -> opcode.
 REQUEST_NAMES: dict[str, int] = {
-    "mtu": 0x02,
-    "find_info": 0x04,
-    "find_by_type": 0x06,
-    "read_by_type": 0x08,
-    "read": 0x0A,
-    "read_blob": 0x0C,
-    "read_multiple": 0x0E,
-    "read_multiple_variable": 0x20,
-    "read_by_group": 0x10,
-    "write": 0x12,
-    "prepare_write": 0x16,
-    "execute_write": 0x18,
+    "mtu": _OP.ATT_EXCHANGE_MTU_REQUEST,
+    "find_info": _OP.ATT_FIND_INFORMATION_REQUEST,
+    "find_by_type": _OP.ATT_FIND_BY_TYPE_VALUE_REQUEST,
+    "read_by_type": _OP.ATT_READ_BY_TYPE_REQUEST,
+    "read": _OP.ATT_READ_REQUEST,
+    "read_blob": _OP.ATT_READ_BLOB_REQUEST,
+    "read_multiple": _OP.ATT_READ_MULTIPLE_REQUEST,
+    "read_multiple_variable": _OP.ATT_READ_MULTIPLE_VARIABLE_REQUEST,
+    "read_by_group": _OP.ATT_READ_BY_GROUP_TYPE_REQUEST,
+    "write": _OP.ATT_WRITE_REQUEST,
+    "prepare_write": _OP.ATT_PREPARE_WRITE_REQUEST,
+    "execute_write": _OP.ATT_EXECUTE_WRITE_REQUEST,
 }
 REQUEST_OPCODE_NAMES = {op: name for name, op in REQUEST_NAMES.items()}
 # Request opcode -> the response opcode the ATT client expects.
@@ -1166,7 +1168,7 @@ class LedPeripheral:
                 return
             if int(pdu.op_code) in self.opts.unsupported:
                 handle = raw[1] | raw[2] << 8 if len(raw) >= 3 else 0
-                server.send_gatt_pdu(bearer, bytes([OP_ERROR_RESPONSE, int(pdu.op_code)]) + handle.to_bytes(2, "little") + b"\x06")
+                server.send_gatt_pdu(bearer, bytes([OP_ERROR_RESPONSE, int(pdu.op_code)]) + handle.to_bytes(2, "little") + bytes([ATT_REQUEST_NOT_SUPPORTED]))
                 self.emit("unsupported", op=int(pdu.op_code))
                 return
             if not self._apply_faults(server, bearer, int(pdu.op_code)):

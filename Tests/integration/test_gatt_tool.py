@@ -35,17 +35,20 @@ import subprocess
 from collections import Counter
 
 import pytest
+from bumble import att
 
 from conftest import run_attled
 
 NAME = "Gdb"
 TSHARK = shutil.which("tshark") or "tshark"  # installed by `make test`; missing means failing
-OP_READ_BY_TYPE = 0x08
-OP_READ = 0x0A
-OP_READ_BLOB = 0x0C
-OP_WRITE_REQUEST = 0x12
-OP_PREPARE_WRITE = 0x16
-OP_EXECUTE_WRITE = 0x18
+# ATT opcodes: Bumble's own.
+OP_READ_BY_TYPE = att.Opcode.ATT_READ_BY_TYPE_REQUEST
+OP_READ = att.Opcode.ATT_READ_REQUEST
+OP_READ_BLOB = att.Opcode.ATT_READ_BLOB_REQUEST
+OP_WRITE_REQUEST = att.Opcode.ATT_WRITE_REQUEST
+OP_PREPARE_WRITE = att.Opcode.ATT_PREPARE_WRITE_REQUEST
+OP_EXECUTE_WRITE = att.Opcode.ATT_EXECUTE_WRITE_REQUEST
+OP_READ_MULTIPLE_VARIABLE = att.Opcode.ATT_READ_MULTIPLE_VARIABLE_REQUEST
 EXIT_NOT_FOUND = 5
 EXIT_ATT_ERROR = 6
 
@@ -234,9 +237,6 @@ def test_read_by_unique_uuid(world, tmp_path):
     c = picks[0]
     r = ok(attled(w, "read", "--char", c["uuid"], cache=cache))
     assert re.sub(r"[^0-9a-f]", "", r.stdout.lower()) == c["value"]
-
-
-OP_READ_MULTIPLE_VARIABLE = 0x20
 
 
 def multi_read_picks(db: dict) -> list[dict]:

@@ -49,8 +49,8 @@ import gattdb  # noqa: E402
 NAME = "Gdb"
 PEER = "C0:11:22:33:44:55"  # ledperipheral.default_address(0)
 DEADLINE_S = 20.0
-ATT_READ_NOT_PERMITTED = 0x02
-ATT_WRITE_NOT_PERMITTED = 0x03
+ATT_READ_NOT_PERMITTED = att.ATT_READ_NOT_PERMITTED_ERROR
+ATT_WRITE_NOT_PERMITTED = att.ATT_WRITE_NOT_PERMITTED_ERROR
 
 
 # -----------------------------------------------------------------------------
