@@ -1,118 +1,6 @@
 import BLEWire
 import BLEHCI
 
-/// A device heard while scanning: advertisement and scan response merged.
-public struct DiscoveredDevice: Sendable {
-    public var address: DeviceAddress
-    public var rssi: Int8
-    public var connectable: Bool
-    /// Latest advertising data (ADV_IND / extended advertisement).
-    public var advertisement: AdvertisingData
-    /// Latest scan response data, if any.
-    public var scanResponse: AdvertisingData?
-    /// The raw bytes behind `advertisement` and `scanResponse`: a report that
-    /// repeats them is recognised without parsing it again.
-    public var advertisementBytes: [UInt8] = []
-    public var scanResponseBytes: [UInt8]? = nil
-    public var firstSeen: Instant
-    public var lastSeen: Instant
-    public var reports: Int
-
-    /// All structures, advertisement first.
-    public var merged: AdvertisingData {
-        var d = advertisement
-        if let s = scanResponse {
-            d.structures += s.structures
-            d.problems += s.problems
-        }
-        return d
-    }
-
-    public var name: String? { merged.localName }
-    public var serviceUUIDs: [BluetoothUUID] { merged.serviceUUIDs }
-}
-
-/// Failures of scanning and connecting.
-public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// No connection within the deadline (the attempt was cancelled).
-    case connectTimeout(DeviceAddress, ms: Int)
-    /// LE Connection Complete reported a failure.
-    case connectFailed(DeviceAddress, HCIStatus)
-    /// The attempt was abandoned (`Central.abortConnects`, or the central closed) before it completed.
-    case connectAborted(DeviceAddress)
-    /// No connection within the deadline, and the controller acknowledged LE Create
-    /// Connection Cancel without ending the attempt (no LE Connection Complete):
-    /// it may still connect later, and refuse other connects until then.
-    case connectCancelUnconfirmed(DeviceAddress, ms: Int)
-
-    public var description: String {
-        switch self {
-        case let .connectTimeout(a, ms):
-            return "could not connect to \(a) within \(ms) ms: the device is out of range, not advertising as connectable, or already connected to another central"
-        case let .connectFailed(a, st):
-            return "connection to \(a) failed: \(st)"
-        case let .connectAborted(a):
-            return "the connection attempt to \(a) was abandoned"
-        case let .connectCancelUnconfirmed(a, ms):
-            return "could not connect to \(a) within \(ms) ms, and the controller acknowledged LE Create Connection Cancel "
-                + "but never ended the attempt (no LE Connection Complete): it may still connect when the device advertises, "
-                + "and refuse other connections until then (stock Bumble controllers do this; HCI Reset ends it on one that follows the specification)"
-        }
-    }
-}
-
-/// A live LE connection as GAP sees it.
-public final class LEConnection {
-    public let handle: UInt16
-    public let peer: DeviceAddress
-    public let role: UInt8
-    /// 1.25 ms units.
-    public internal(set) var interval: UInt16
-    public internal(set) var latency: UInt16
-    /// 10 ms units.
-    public internal(set) var supervisionTimeout: UInt16
-    public internal(set) var isConnected = true
-    public internal(set) var disconnectReason: HCIStatus?
-    public let connectedAt: Instant
-    /// LL payload octets each way (27 until an LE Data Length Change says more).
-    public internal(set) var txOctets: UInt16 = 27
-    public internal(set) var rxOctets: UInt16 = 27
-    /// PHYs each way (1: 1M, 2: 2M, 3: Coded), from LE PHY Update Complete.
-    public internal(set) var txPHY: UInt8 = 1
-    public internal(set) var rxPHY: UInt8 = 1
-    /// What was asked of the controller at connect ("data length 251, 2M PHY"), nil when nothing.
-    public internal(set) var airRequest: String?
-    /// Called when the data length or the PHY changed.
-    public var onAirChange: (() -> Void)?
-    /// Run once at Disconnection Complete.
-    var whenDisconnected: [() -> Void] = []
-
-    /// Runs `handler` once when the connection ends, with the reason, before
-    /// the Central's subscribers hear of it: the connection's owner (the
-    /// facade's `Link`) tears its layers down here, in its own order.
-    public func whenEnded(_ handler: @escaping (HCIStatus?) -> Void) {
-        whenDisconnected.append { [unowned self] in handler(self.disconnectReason) }
-    }
-
-    init(_ cc: LEConnectionComplete) {
-        handle = cc.handle; peer = cc.peer; role = cc.role
-        interval = cc.interval; latency = cc.latency; supervisionTimeout = cc.supervisionTimeout
-        connectedAt = Instant.now()
-    }
-
-    /// Connection interval in microseconds.
-    public var intervalMicroseconds: UInt64 { UInt64(interval) * 1250 }
-
-    /// ", asking data length 251, 2M PHY" for the connect line; "" when nothing was asked.
-    public var airRequestSuffix: String { airRequest.map { ", asking \($0)" } ?? "" }
-    /// "data length 251/251 octets, PHY 2M/2M" (TX/RX) as the link has them now.
-    public var airDescription: String {
-        let phy = txPHY == rxPHY ? LEPHYUpdateComplete.name(txPHY) : "\(LEPHYUpdateComplete.name(txPHY))/\(LEPHYUpdateComplete.name(rxPHY))"
-        let len = txOctets == rxOctets ? "\(txOctets)" : "\(txOctets)/\(rxOctets)"
-        return "data length \(len) octets, PHY \(phy)"
-    }
-}
-
 /// The GAP central role: scanning with host-side de-duplication and
 /// advertisement/scan-response merging; a connection manager that queues
 /// connection requests and runs them one at a time (a controller initiates
@@ -125,92 +13,18 @@ public final class Central {
     /// What initialisation learnt about the controller.
     public let info: ControllerInfo
     /// Devices heard since the last `startScan`, by address.
-    public private(set) var devices: [DeviceAddress: DiscoveredDevice] = [:]
+    public internal(set) var devices: [DeviceAddress: DiscoveredDevice] = [:]
     /// Addresses in the order they were first heard.
-    public private(set) var order: [DeviceAddress] = []
+    public internal(set) var order: [DeviceAddress] = []
     /// True between `startScan` and `stopScan`.
-    public private(set) var isScanning = false
+    public internal(set) var isScanning = false
     /// Use the extended scan/connect commands (Core 5.0+) instead of the legacy ones.
     public var useExtendedCommands = false
-    // MARK: subscriptions (any number of subscribers, each with a token)
+    // MARK: subscriptions (the API is in Central+Events.swift)
 
-    /// What the Central tells its subscribers.
-    public enum Event {
-        /// A device first heard (`isNew`) or whose merged data changed.
-        case deviceUpdated(DiscoveredDevice, isNew: Bool)
-        /// Every report of a device, after `deviceUpdated` when the data
-        /// changed (a long-lived owner, such as the gateway, waits for a known
-        /// device to be heard again).
-        case deviceSeen(DiscoveredDevice)
-        /// An advertising report whose data was malformed (address, problems).
-        case malformedAdvertisement(DeviceAddress, [String])
-        /// A connection ended (after `connections` forgot it).
-        case disconnected(LEConnection)
-    }
-
-    /// One subscription; pass it to `cancel(_:)`.
-    public struct Subscription: Hashable, Sendable { let id: UInt64 }
-
-    private var nextSubscription: UInt64 = 1
-    private var subscribers: [(Subscription, (Event) -> Void)] = []
-    private var adopters: [(Subscription, (LEConnection) -> Bool)] = []
-
-    private func subscription() -> Subscription {
-        defer { nextSubscription += 1 }
-        return Subscription(id: nextSubscription)
-    }
-
-    /// Calls `handler` with every event, in subscription order, until cancelled.
-    @discardableResult
-    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
-        let t = subscription(); subscribers.append((t, handler)); return t
-    }
-
-    /// Offers `handler` every connection that completed with no attempt
-    /// waiting for it (for example one that completed after its attempt was
-    /// cancelled and given up): the first adopter that returns true keeps
-    /// it; when none does, it is disconnected.
-    @discardableResult
-    public func adoptUnrequested(_ handler: @escaping (LEConnection) -> Bool) -> Subscription {
-        let t = subscription(); adopters.append((t, handler)); return t
-    }
-
-    /// Ends a subscription or an adopter; an unknown token is ignored.
-    public func cancel(_ t: Subscription) {
-        subscribers.removeAll { $0.0 == t }
-        adopters.removeAll { $0.0 == t }
-    }
-
-    /// Live subscriptions and adopters, for leak checks in tests.
-    public var subscriptionCount: Int { subscribers.count + adopters.count }
-
-    private func publish(_ e: Event) {
-        for (_, h) in subscribers { h(e) }
-    }
-
-    /// Subscribes to device updates only (first heard, data changed).
-    @discardableResult
-    public func onDeviceUpdate(_ handler: @escaping (DiscoveredDevice, _ isNew: Bool) -> Void) -> Subscription {
-        subscribe { if case let .deviceUpdated(d, isNew) = $0 { handler(d, isNew) } }
-    }
-
-    /// Subscribes to every report of a device.
-    @discardableResult
-    public func onDeviceSeen(_ handler: @escaping (DiscoveredDevice) -> Void) -> Subscription {
-        subscribe { if case let .deviceSeen(d) = $0 { handler(d) } }
-    }
-
-    /// Subscribes to malformed advertising data.
-    @discardableResult
-    public func onMalformedAdvertisement(_ handler: @escaping (DeviceAddress, [String]) -> Void) -> Subscription {
-        subscribe { if case let .malformedAdvertisement(a, p) = $0 { handler(a, p) } }
-    }
-
-    /// Subscribes to connections ending.
-    @discardableResult
-    public func onDisconnection(_ handler: @escaping (LEConnection) -> Void) -> Subscription {
-        subscribe { if case let .disconnected(c) = $0 { handler(c) } }
-    }
+    var nextSubscription: UInt64 = 1
+    var subscribers: [(Subscription, (Event) -> Void)] = []
+    var adopters: [(Subscription, (LEConnection) -> Bool)] = []
 
     /// What to ask for on each new connection, each only where the
     /// controller lists the command and the LE feature: the largest data
@@ -236,7 +50,7 @@ public final class Central {
     /// Requests this controller refused as unknown or never answered: not sent again.
     public private(set) var airGivenUp: AirRequests = []
 
-    private var fragments: [DeviceAddress: [UInt8]] = [:]
+    var fragments: [DeviceAddress: [UInt8]] = [:]
     /// Live connections by handle.
     public private(set) var connections: [UInt16: LEConnection] = [:]
     private var tokens: [HostToken] = []
@@ -259,131 +73,9 @@ public final class Central {
         attempts.removeAll()
     }
 
-    // MARK: scanning
+    // MARK: scanning (Central+Scanning.swift)
 
-    /// Starts scanning (active by default) with duplicate filtering off in the
-    /// controller, so scan responses and changes are seen; de-duplication is
-    /// done here. Forgets the devices heard before.
-    /// - Returns: a future that succeeds once the controller enabled scanning.
-    public func startScanning(active: Bool = true, intervalMs: Double = 10, windowMs: Double = 10, filterDuplicates: Bool = false) -> Future<Void> {
-        devices.removeAll(); order.removeAll(); fragments.removeAll(); pendingChecks.removeAll()
-        let p = LEScanParameters(active: active, interval: Self.units625(intervalMs), window: Self.units625(min(windowMs, intervalMs)),
-                                 ownAddressType: info.ownAddress.type, filterPolicy: 0)
-        let ext = useExtendedCommands
-        return host.submit(ext ? p.extendedCommand : p.command).flatMap { [weak self] _ -> Future<Void> in
-            guard let self else { return .done }
-            // Marked before the enable is answered: whatever interrupts the wait, clean-up disables scanning.
-            self.isScanning = true
-            return self.host.submit(ext ? .leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates)
-                                        : .leSetScanEnable(true, filterDuplicates: filterDuplicates)).map { _ in }
-        }
-    }
-
-    /// Starts scanning unless it is on already (keeping the devices heard).
-    /// - Returns: a future that succeeds once scanning is on.
-    public func startScanningIfIdle(active: Bool = true) -> Future<Void> {
-        isScanning ? .done : startScanning(active: active)
-    }
-
-    /// Blocking form of `startScanning`.
-    /// - Throws: `HCIError`.
-    public func startScan(active: Bool = true, intervalMs: Double = 10, windowMs: Double = 10, filterDuplicates: Bool = false) throws {
-        try host.wait(startScanning(active: active, intervalMs: intervalMs, windowMs: windowMs, filterDuplicates: filterDuplicates))
-    }
-
-    /// Stops scanning (nothing to do when not scanning).
-    /// - Returns: a future that succeeds once the controller disabled scanning.
-    public func stopScanning() -> Future<Void> {
-        guard isScanning else { return .done }
-        isScanning = false
-        return host.submit(useExtendedCommands ? .leSetExtendedScanEnable(false, filterDuplicates: false)
-                                               : .leSetScanEnable(false, filterDuplicates: false)).map { _ in }
-    }
-
-    /// Blocking form of `stopScanning`. Safe to call when not scanning.
-    /// - Throws: `HCIError`.
-    public func stopScan() throws {
-        try host.wait(stopScanning())
-    }
-
-    /// Pumps until `match` accepts a device (returned), `stop` returns true,
-    /// or `deadline` passes (nil). Only devices new or changed since the last
-    /// look are offered to `match`.
-    public func waitForDevice(until deadline: Instant, orStop stop: () -> Bool = { false },
-                              where match: (DiscoveredDevice) -> Bool) throws -> DiscoveredDevice? {
-        var found: DiscoveredDevice? = nil
-        var checked = 0
-        _ = try host.pump(until: deadline) {
-            if found != nil || stop() { return true }
-            // Check devices whose data changed since the last look.
-            while checked < pendingChecks.count {
-                let a = pendingChecks[checked]; checked += 1
-                if let d = devices[a], match(d) { found = d; return true }
-            }
-            return false
-        }
-        pendingChecks.removeAll()
-        return found
-    }
-
-    private var pendingChecks: [DeviceAddress] = []
-
-    static func units625(_ ms: Double) -> UInt16 {
-        UInt16(clamping: max(4, min(16384, Int((ms / 0.625).rounded()))))
-    }
-
-    private func ingest(_ rep: AdvertisingReport) {
-        var data = rep.data
-        // Extended reports may arrive in pieces: status 1 means more to come.
-        if !rep.isLegacyPDU || rep.legacyType == nil {
-            if rep.dataStatus == 1 { fragments[rep.address, default: []] += data; return }
-            if let f = fragments.removeValue(forKey: rep.address) { data = f + data }
-        }
-        let now = Instant.now()
-        if var d = devices[rep.address] {
-            d.lastSeen = now
-            d.reports += 1
-            if rep.rssi != 127 { d.rssi = rep.rssi }
-            // The common case while scanning: the same data again. Nothing to parse.
-            let same = rep.isScanResponse ? d.scanResponseBytes == data : d.advertisementBytes == data
-            if same { devices[rep.address] = d; publish(.deviceSeen(d)); return }
-            // A scan response that repeats the advertisement (seen from some controllers) adds nothing new.
-            let echo = rep.isScanResponse && data == d.advertisementBytes
-            store(&d, rep, data, parsed: echo ? d.advertisement : parse(rep.address, data))
-            devices[rep.address] = d
-            if !echo {
-                pendingChecks.append(rep.address)
-                publish(.deviceUpdated(d, isNew: false))
-            }
-            publish(.deviceSeen(d))
-            return
-        }
-        var d = DiscoveredDevice(address: rep.address, rssi: rep.rssi, connectable: rep.isConnectable,
-                                 advertisement: AdvertisingData(), scanResponse: nil, firstSeen: now, lastSeen: now, reports: 1)
-        store(&d, rep, data, parsed: parse(rep.address, data))
-        devices[rep.address] = d
-        order.append(rep.address)
-        pendingChecks.append(rep.address)
-        publish(.deviceUpdated(d, isNew: true))
-        publish(.deviceSeen(d))
-    }
-
-    private func parse(_ a: DeviceAddress, _ data: [UInt8]) -> AdvertisingData {
-        let ad = AdvertisingData(data)
-        if !ad.problems.isEmpty { publish(.malformedAdvertisement(a, ad.problems)) }
-        return ad
-    }
-
-    private func store(_ d: inout DiscoveredDevice, _ rep: AdvertisingReport, _ data: [UInt8], parsed: AdvertisingData) {
-        if rep.isScanResponse {
-            d.scanResponse = parsed
-            d.scanResponseBytes = data
-        } else {
-            d.advertisement = parsed
-            d.advertisementBytes = data
-            d.connectable = rep.isConnectable
-        }
-    }
+    var pendingChecks: [DeviceAddress] = []
 
     // MARK: connecting
 
@@ -695,32 +387,5 @@ public final class Central {
         default:
             break
         }
-    }
-}
-
-/// Tells a controller that ignores its Filter Accept List (it connects only
-/// to Peer_Address, as Bumble's does) from one that uses it: a device in the
-/// list heard advertising connectable for `deadlineMs` while the accept-list
-/// connect stays pending means the list is ignored. Reset it whenever a new
-/// accept-list connect starts.
-public struct AcceptListWatch: Sendable {
-    public let deadlineMs: Int
-    private var firstHeard: [BDAddress: Instant] = [:]
-
-    public init(deadlineMs: Int) { self.deadlineMs = deadlineMs }
-
-    /// A new accept-list connect: forget what was heard.
-    public mutating func reset() { firstHeard.removeAll() }
-
-    /// `peer` was heard advertising at `now` while `pending` (the accept-list
-    /// connect's devices) waits.
-    /// - Returns: how long it has been heard without being connected (ms)
-    ///   once that reaches the deadline, meaning the list is ignored; nil before.
-    public mutating func heard(_ peer: DeviceAddress, at now: Instant = .now(), pending: [DeviceAddress]) -> Int? {
-        guard pending.contains(where: { $0.address == peer.address }) else { return nil }
-        let first = firstHeard[peer.address] ?? now
-        firstHeard[peer.address] = first
-        let ms = first.msUntil(now)
-        return ms >= deadlineMs ? ms : nil
     }
 }

@@ -1,0 +1,81 @@
+import BLEWire
+import BLEHCI
+
+// The Central's events, for any number of subscribers (each with a token),
+// and the adopters of connections nobody asked for.
+extension Central {
+
+    /// What the Central tells its subscribers.
+    public enum Event {
+        /// A device first heard (`isNew`) or whose merged data changed.
+        case deviceUpdated(DiscoveredDevice, isNew: Bool)
+        /// Every report of a device, after `deviceUpdated` when the data
+        /// changed (a long-lived owner, such as the gateway, waits for a known
+        /// device to be heard again).
+        case deviceSeen(DiscoveredDevice)
+        /// An advertising report whose data was malformed (address, problems).
+        case malformedAdvertisement(DeviceAddress, [String])
+        /// A connection ended (after `connections` forgot it).
+        case disconnected(LEConnection)
+    }
+
+    /// One subscription; pass it to `cancel(_:)`.
+    public struct Subscription: Hashable, Sendable { let id: UInt64 }
+
+    func subscription() -> Subscription {
+        defer { nextSubscription += 1 }
+        return Subscription(id: nextSubscription)
+    }
+
+    /// Calls `handler` with every event, in subscription order, until cancelled.
+    @discardableResult
+    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
+        let t = subscription(); subscribers.append((t, handler)); return t
+    }
+
+    /// Offers `handler` every connection that completed with no attempt
+    /// waiting for it (for example one that completed after its attempt was
+    /// cancelled and given up): the first adopter that returns true keeps
+    /// it; when none does, it is disconnected.
+    @discardableResult
+    public func adoptUnrequested(_ handler: @escaping (LEConnection) -> Bool) -> Subscription {
+        let t = subscription(); adopters.append((t, handler)); return t
+    }
+
+    /// Ends a subscription or an adopter; an unknown token is ignored.
+    public func cancel(_ t: Subscription) {
+        subscribers.removeAll { $0.0 == t }
+        adopters.removeAll { $0.0 == t }
+    }
+
+    /// Live subscriptions and adopters, for leak checks in tests.
+    public var subscriptionCount: Int { subscribers.count + adopters.count }
+
+    func publish(_ e: Event) {
+        for (_, h) in subscribers { h(e) }
+    }
+
+    /// Subscribes to device updates only (first heard, data changed).
+    @discardableResult
+    public func onDeviceUpdate(_ handler: @escaping (DiscoveredDevice, _ isNew: Bool) -> Void) -> Subscription {
+        subscribe { if case let .deviceUpdated(d, isNew) = $0 { handler(d, isNew) } }
+    }
+
+    /// Subscribes to every report of a device.
+    @discardableResult
+    public func onDeviceSeen(_ handler: @escaping (DiscoveredDevice) -> Void) -> Subscription {
+        subscribe { if case let .deviceSeen(d) = $0 { handler(d) } }
+    }
+
+    /// Subscribes to malformed advertising data.
+    @discardableResult
+    public func onMalformedAdvertisement(_ handler: @escaping (DeviceAddress, [String]) -> Void) -> Subscription {
+        subscribe { if case let .malformedAdvertisement(a, p) = $0 { handler(a, p) } }
+    }
+
+    /// Subscribes to connections ending.
+    @discardableResult
+    public func onDisconnection(_ handler: @escaping (LEConnection) -> Void) -> Subscription {
+        subscribe { if case let .disconnected(c) = $0 { handler(c) } }
+    }
+}
