@@ -143,12 +143,10 @@ public enum ATT {
     }
 
     /// Read Response (3.4.4.4): the value (at most MTU-1 bytes of it).
-    public struct ReadResponse: ATTDeclaredPDU {
+    public struct ReadResponse: ATTValueLayout {
         public static let declaration = ATTOpcode.Declaration(.readResponse, "Read Response", .response)
         public var value: [UInt8]
         public init(_ value: [UInt8] = []) { self.value = value }
-        public init() { self.init([]) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws { try f.value("Value", &value) }
     }
 
     /// Read Blob Request (3.4.4.5): part of a long value, from an offset.
@@ -164,12 +162,10 @@ public enum ATT {
     }
 
     /// Read Blob Response (3.4.4.6): the part from the offset.
-    public struct ReadBlobResponse: ATTDeclaredPDU {
+    public struct ReadBlobResponse: ATTValueLayout {
         public static let declaration = ATTOpcode.Declaration(.readBlobResponse, "Read Blob Response", .response)
         public var value: [UInt8]
         public init(_ value: [UInt8] = []) { self.value = value }
-        public init() { self.init([]) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws { try f.value("Value", &value) }
     }
 
     /// Read Multiple Request (3.4.4.7): two or more values of known lengths.
@@ -233,16 +229,11 @@ public enum ATT {
     // MARK: Writing attributes (3.4.5, 3.4.6)
 
     /// Write Request (3.4.5.1): a value, answered by a Write Response.
-    public struct WriteRequest: ATTDeclaredPDU {
+    public struct WriteRequest: ATTHandleValueLayout {
         public static let declaration = ATTOpcode.Declaration(.writeRequest, "Write Request", .request, response: .writeResponse)
         public var handle: UInt16
         public var value: [UInt8]
         public init(handle: UInt16 = 0, value: [UInt8] = []) { self.handle = handle; self.value = value }
-        public init() { self.init(handle: 0) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
-            try f.u16("Handle", &handle)
-            try f.value("Data", &value)
-        }
     }
 
     /// Write Response (3.4.5.2).
@@ -253,16 +244,11 @@ public enum ATT {
     }
 
     /// Write Command (3.4.5.3): a value, unanswered.
-    public struct WriteCommand: ATTDeclaredPDU {
+    public struct WriteCommand: ATTHandleValueLayout {
         public static let declaration = ATTOpcode.Declaration(.writeCommand, "Write Command", .command)
         public var handle: UInt16
         public var value: [UInt8]
         public init(handle: UInt16 = 0, value: [UInt8] = []) { self.handle = handle; self.value = value }
-        public init() { self.init(handle: 0) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
-            try f.u16("Handle", &handle)
-            try f.value("Data", &value)
-        }
     }
 
     /// Signed Write Command (3.4.5.4): a value and a 12-byte signature.
@@ -281,31 +267,19 @@ public enum ATT {
     }
 
     /// Prepare Write Request (3.4.6.1): part of a long value, queued at the server.
-    public struct PrepareWriteRequest: ATTDeclaredPDU {
+    public struct PrepareWriteRequest: ATTHandleOffsetValueLayout {
         public static let declaration = ATTOpcode.Declaration(.prepareWriteRequest, "Prepare Write Request", .request, response: .prepareWriteResponse)
         public var handle: UInt16, offset: UInt16
         public var value: [UInt8]
         public init(handle: UInt16 = 0, offset: UInt16 = 0, value: [UInt8] = []) { self.handle = handle; self.offset = offset; self.value = value }
-        public init() { self.init(handle: 0) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
-            try f.u16("Handle", &handle)
-            try f.u16("Offset", &offset, .decimal)
-            try f.value("Data", &value)
-        }
     }
 
     /// Prepare Write Response (3.4.6.2): the part echoed back.
-    public struct PrepareWriteResponse: ATTDeclaredPDU {
+    public struct PrepareWriteResponse: ATTHandleOffsetValueLayout {
         public static let declaration = ATTOpcode.Declaration(.prepareWriteResponse, "Prepare Write Response", .response)
         public var handle: UInt16, offset: UInt16
         public var value: [UInt8]
         public init(handle: UInt16 = 0, offset: UInt16 = 0, value: [UInt8] = []) { self.handle = handle; self.offset = offset; self.value = value }
-        public init() { self.init(handle: 0) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
-            try f.u16("Handle", &handle)
-            try f.u16("Offset", &offset, .decimal)
-            try f.value("Data", &value)
-        }
     }
 
     /// Execute Write Request (3.4.6.3): write (1) or cancel (0) the queue.
@@ -333,29 +307,19 @@ public enum ATT {
     // MARK: Server-initiated (3.4.7)
 
     /// Handle Value Notification (3.4.7.1).
-    public struct HandleValueNotification: ATTDeclaredPDU {
+    public struct HandleValueNotification: ATTHandleValueLayout {
         public static let declaration = ATTOpcode.Declaration(.handleValueNotification, "Handle Value Notification", .notification)
         public var handle: UInt16
         public var value: [UInt8]
         public init(handle: UInt16 = 0, value: [UInt8] = []) { self.handle = handle; self.value = value }
-        public init() { self.init(handle: 0) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
-            try f.u16("Handle", &handle)
-            try f.value("Data", &value)
-        }
     }
 
     /// Handle Value Indication (3.4.7.2): answered by a confirmation.
-    public struct HandleValueIndication: ATTDeclaredPDU {
+    public struct HandleValueIndication: ATTHandleValueLayout {
         public static let declaration = ATTOpcode.Declaration(.handleValueIndication, "Handle Value Indication", .indication, response: .handleValueConfirmation)
         public var handle: UInt16
         public var value: [UInt8]
         public init(handle: UInt16 = 0, value: [UInt8] = []) { self.handle = handle; self.value = value }
-        public init() { self.init(handle: 0) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
-            try f.u16("Handle", &handle)
-            try f.value("Data", &value)
-        }
     }
 
     /// Handle Value Confirmation (3.4.7.3).
@@ -373,4 +337,50 @@ public enum ATT {
         public init() { self.init([]) }
         public mutating func fields(_ f: inout some ATTFieldWalker) throws { try f.list("Handle Length Value Tuple List", &values, size: nil) }
     }
+}
+
+// Layouts several PDUs share, each declared once.
+
+/// An attribute handle and a value (Write Request and Command, Handle Value
+/// Notification and Indication).
+public protocol ATTHandleValueLayout: ATTDeclaredPDU {
+    var handle: UInt16 { get set }
+    var value: [UInt8] { get set }
+    init(handle: UInt16, value: [UInt8])
+}
+
+extension ATTHandleValueLayout {
+    public init() { self.init(handle: 0, value: []) }
+    public mutating func fields(_ f: inout some ATTFieldWalker) throws {
+        try f.u16("Handle", &handle)
+        try f.value("Data", &value)
+    }
+}
+
+/// An attribute handle, an offset and part of a value (Prepare Write Request and Response).
+public protocol ATTHandleOffsetValueLayout: ATTDeclaredPDU {
+    var handle: UInt16 { get set }
+    var offset: UInt16 { get set }
+    var value: [UInt8] { get set }
+    init(handle: UInt16, offset: UInt16, value: [UInt8])
+}
+
+extension ATTHandleOffsetValueLayout {
+    public init() { self.init(handle: 0, offset: 0, value: []) }
+    public mutating func fields(_ f: inout some ATTFieldWalker) throws {
+        try f.u16("Handle", &handle)
+        try f.u16("Offset", &offset, .decimal)
+        try f.value("Data", &value)
+    }
+}
+
+/// A value alone (Read Response, Read Blob Response).
+public protocol ATTValueLayout: ATTDeclaredPDU {
+    var value: [UInt8] { get set }
+    init(_ value: [UInt8])
+}
+
+extension ATTValueLayout {
+    public init() { self.init([]) }
+    public mutating func fields(_ f: inout some ATTFieldWalker) throws { try f.value("Value", &value) }
 }
