@@ -367,6 +367,7 @@ final class Probe {
 
 extension EventLoop {
     /// Runs the loop (signals do not interrupt it) until `condition` holds (true) or `deadline` passes.
+    @discardableResult
     func runUntil(_ deadline: Instant, _ condition: () -> Bool) -> Bool {
         (try? run(until: deadline, interruptible: false, condition)) ?? false
     }
