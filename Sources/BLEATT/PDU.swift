@@ -89,8 +89,6 @@ extension ATTPDU {
     public func traceFields() -> [String] { traceFields(describeValue: nil) }
     /// The first handle the PDU names, nil for an unknown PDU or one that names none.
     public var firstHandle: UInt16? { (self as? any ATTDeclaredPDU)?.firstHandle }
-    /// Whether two PDUs are the same bytes.
-    public func isSame(as other: any ATTPDU) -> Bool { encoded == other.encoded }
 }
 
 extension ATT {
