@@ -209,6 +209,7 @@ def test_property_and_length_enforcement_on_the_wire(world):
     red = pycom["handles"]["red"]
     button = harness["handles"]["button"]
 
+    before = w.mark()
     results = asyncio.run(asyncio.wait_for(_raw_att(w.bumble_transport(), pycom["address"], [
         att.ATT_Write_Request(attribute_handle=red, attribute_value=b"\x01\x02"),  # too long
         att.ATT_Write_Request(attribute_handle=red, attribute_value=b""),  # too short
@@ -224,7 +225,9 @@ def test_property_and_length_enforcement_on_the_wire(world):
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0x42, 0, 0]})
     assert len(w.find({"event": "rejected", "device": "CassarTech"})) == 4
 
-    w.wait_event({"event": "advertising", "device": "CassarTech"}, since=w.mark() - 1)
+    # Advertising again after the first link ended (counted from before it
+    # began: "since the last event" raced with whatever the peers logged last).
+    w.wait_event({"event": "advertising", "device": "CassarTech"}, since=before)
     results = asyncio.run(asyncio.wait_for(_raw_att(w.bumble_transport(), harness["address"], [
         att.ATT_Write_Request(attribute_handle=button, attribute_value=b"\x01"),  # READ|NOTIFY only
         att.ATT_Read_Request(attribute_handle=button),
