@@ -52,7 +52,7 @@ let package = Package(
         // The three LED devices and generic RGB descriptions.
         .target(name: "LEDProfile", dependencies: ["BLEWire", "BLEHCI", "BLEATT", "BLEGATT"], swiftSettings: strict),
         // The facade: open, scan, connect, a GATT client per link; re-exports the layers. It knows no app.
-        .target(name: "Attled", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
+        .target(name: "Attled", dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
         // The LED lamps on the facade: Link.resolveLED/setColour/readColour, DeviceFilter.led.
         .target(name: "AttledLED", dependencies: ["Attled", "LEDProfile"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.

@@ -6,6 +6,7 @@
 @_exported import BLEATT
 @_exported import BLEGATT
 @_exported import BLESMP
+@_exported import AttledJSON
 
 /// The attled stack in a few lines: open a controller, scan, connect, and
 /// get a GATT client for each link (the LED lamps' conveniences are in

@@ -53,6 +53,7 @@ public func classify(_ error: Error) -> RunError {
     case let e as ACLDrainTimeout: return RunError(e.description, .linkLost)
     case let e as SecurityError: return RunError(e.description, .security)
     case let e as BondStoreError: return RunError(e.description, .security)
+    case let e as SecuringError: return RunError(e.description, .security)
     case let e as StackError:
         switch e { case .notFound: return RunError(e.description, .deviceNotFound) }
     case let e as LEDOperations.Failure:

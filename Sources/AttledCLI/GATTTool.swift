@@ -25,7 +25,7 @@ final class GATTTool {
     func run() throws {
         let link = try TargetRunner(s).connectOne()
         link.bearer.transactionTimeoutMs = opts.attTimeoutMs ?? Session.defaultATTMs
-        securer = Securer(opts: opts, store: s.bonds, report: report)
+        securer = Securer(policy: opts.securityPolicy, store: s.bonds, report: report)
         securer.attach(link)
         self.link = link
         try wait(securer.upFront(link))

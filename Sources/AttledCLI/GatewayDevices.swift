@@ -185,7 +185,7 @@ extension Gateway {
         link.bearer.transactionTimeoutMs = 3000
         log("gateway: \(dev.label): connected (handle 0x\(Hex.int(link.connection.handle, width: 4)))")
         let report = Report(prefix: "gateway: \(dev.label): ", quiet: !(opts.trace != .off))
-        let sec = Securer(opts: opts, store: s.bonds, report: report)
+        let sec = Securer(policy: opts.securityPolicy, store: s.bonds, report: report)
         sec.attach(link)
         dev.securer = sec
         sec.upFront(link)

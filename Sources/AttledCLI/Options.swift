@@ -1,3 +1,4 @@
+import Attled
 import BLEWire
 import BLETransport
 import LEDProfile
@@ -10,16 +11,8 @@ public struct Options: Sendable {
         case set, scan, get, send, listen, gatt, read, write, ui, decode, bonds, gateway, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
-    /// When attled pairs or encrypts.
-    public enum PairMode: Sendable {
-        /// When the device asks (an ATT security error, a Security Request), and
-        /// up front with a stored bond.
-        case auto
-        /// `--pair`: up front, before anything else.
-        case always
-        /// `--no-pair`: never pair (a stored bond is still used).
-        case never
-    }
+    /// When attled pairs or encrypts (the library's policy).
+    public typealias PairMode = SecurityPolicy.Pairing
 
     public var command: Command = .set
     public var transport: TransportSpec? = nil
@@ -63,6 +56,8 @@ public struct Options: Sendable {
     public var pair: PairMode = .auto
     /// `--no-repair`: a device that forgot the bond is an error, not a new pairing.
     public var noRepair = false
+    /// The library's security policy from --pair/--no-pair/--no-repair.
+    public var securityPolicy: SecurityPolicy { SecurityPolicy(pairing: pair, repairForgottenBond: !noRepair) }
     /// `--trace=keys`: show key material in the trace (masked otherwise).
     public var traceKeys = false
     /// `bonds --remove ADDR`.

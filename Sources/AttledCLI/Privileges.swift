@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Attled
 import Glibc
 #endif
 import BLEWire

@@ -10,6 +10,7 @@ import Testing
 @testable import BLEGATT
 @testable import LEDProfile
 @testable import AttledCLI
+@testable import AttledLED
 
 private func parse(_ line: String, env: [String: String] = [:]) throws -> Options {
     try Options.parse(line.split(separator: " ").map(String.init), environment: env)

@@ -23,39 +23,41 @@ import BLETransport
 /// Service Changed indication whose range overlaps the cached service
 /// invalidates the entry, and any ATT error on a cached handle falls back to
 /// discovery in the same connection.
-struct GATTCache {
-    struct Entry: Equatable {
-        var profile: String
-        var service: Service
-        var characteristics: [Characteristic]
+public struct GATTCache: Sendable {
+    public struct Entry: Equatable, Sendable {
+        public var profile: String
+        public var service: Service
+        public var characteristics: [Characteristic]
         /// Handle and value of the Database Hash; nil when not yet known.
-        var hashHandle: UInt16?
-        var hash: [UInt8]?
+        public var hashHandle: UInt16?
+        public var hash: [UInt8]?
         /// True once a run found that the device has no Database Hash.
-        var noHash = false
+        public var noHash = false
         /// Whether the LED characteristics need an encrypted link (found by
         /// reading one back once, for devices written with Write Commands,
         /// which a protected characteristic drops without an error); nil: not known.
-        var needsEncryption: Bool? = nil
+        public var needsEncryption: Bool? = nil
     }
 
-    let directory: String
+    public let directory: String
+
+    public init(directory: String) { self.directory = directory }
 
     /// The cache directory for this process, or nil when none can be made.
-    static func defaultDirectory(_ env: [String: String]) -> String {
+    public static func defaultDirectory(_ env: [String: String]) -> String {
         if let x = env["XDG_CACHE_HOME"], !x.isEmpty { return x + "/attled" }
         if getuid() == 0 { return "/var/cache/attled" }
         if let h = env["HOME"], !h.isEmpty { return h + "/.cache/attled" }
         return "/tmp/attled-cache-\(getuid())"
     }
 
-    func path(_ a: DeviceAddress) -> String {
+    public func path(_ a: DeviceAddress) -> String {
         directory + "/gatt-" + a.address.description.replacingColons() + "-" + (a.type.isRandom ? "random" : "public")
     }
 
     // MARK: GATT entries
 
-    func load(_ a: DeviceAddress) -> Entry? {
+    public func load(_ a: DeviceAddress) -> Entry? {
         guard let text = readFile(path(a)) else { return nil }
         var profile: String? = nil, service: Service? = nil
         var chars: [Characteristic] = []
@@ -83,7 +85,7 @@ struct GATTCache {
         return Entry(profile: p, service: s, characteristics: chars, hashHandle: hashHandle, hash: hash, noHash: noHash, needsEncryption: needsEncryption)
     }
 
-    func save(_ a: DeviceAddress, _ e: Entry) {
+    public func save(_ a: DeviceAddress, _ e: Entry) {
         var lines = ["attled-gatt-cache 1", "profile \(e.profile)", "service \(e.service.uuid.long) \(e.service.start) \(e.service.end)"]
         for c in e.characteristics {
             lines.append("char \(c.uuid.long) \(c.declarationHandle) \(c.properties.rawValue) \(c.valueHandle) \(c.end)")
@@ -94,11 +96,11 @@ struct GATTCache {
         writeFile(path(a), lines.joined(separator: "\n") + "\n")
     }
 
-    func remove(_ a: DeviceAddress) { unlink(path(a)) }
+    public func remove(_ a: DeviceAddress) { unlink(path(a)) }
 
     // MARK: names
 
-    func address(forName name: String) -> DeviceAddress? {
+    public func address(forName name: String) -> DeviceAddress? {
         guard let text = readFile(directory + "/names") else { return nil }
         for line in text.split(separator: "\n") {
             let f = line.split(separator: "\t").map(String.init)
@@ -109,7 +111,7 @@ struct GATTCache {
         return nil
     }
 
-    func remember(name: String, _ a: DeviceAddress) {
+    public func remember(name: String, _ a: DeviceAddress) {
         guard !name.contains("\t"), !name.contains("\n") else { return }
         var keep: [String] = []
         if let text = readFile(directory + "/names") {
@@ -119,7 +121,7 @@ struct GATTCache {
         writeFile(directory + "/names", keep.suffix(256).joined(separator: "\n") + "\n")
     }
 
-    func forget(name: String) {
+    public func forget(name: String) {
         guard let text = readFile(directory + "/names") else { return }
         let keep = text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix(name + "\t") }
         writeFile(directory + "/names", keep.joined(separator: "\n") + (keep.isEmpty ? "" : "\n"))
@@ -153,5 +155,5 @@ struct GATTCache {
 }
 
 extension String {
-    func replacingColons() -> String { String(map { $0 == ":" ? "-" : $0 }) }
+    fileprivate func replacingColons() -> String { String(map { $0 == ":" ? "-" : $0 }) }
 }

@@ -1,6 +1,36 @@
-import Attled
-import AttledLED
-import AttledJSON
+import BLEWire
+import BLEHCI
+import BLEATT
+import BLEGATT
+
+/// How a link is secured: when to pair, and what to do about a bond the
+/// device has forgotten.
+public struct SecurityPolicy: Sendable, Equatable {
+    /// When pairing happens.
+    public enum Pairing: Sendable, Equatable {
+        /// When the device asks (an ATT security error, a Security Request), and
+        /// up front with a stored bond.
+        case auto
+        /// Up front, before anything else (`--pair`).
+        case always
+        /// Never pair (a stored bond is still used; `--no-pair`).
+        case never
+    }
+    public var pairing: Pairing
+    /// A device that forgot the bond is paired with again (false: an error; `--no-repair`).
+    public var repairForgottenBond: Bool
+
+    public init(pairing: Pairing = .auto, repairForgottenBond: Bool = true) {
+        self.pairing = pairing
+        self.repairForgottenBond = repairForgottenBond
+    }
+}
+
+/// Why securing a link was refused by the policy.
+public struct SecuringError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
 
 /// When and how a run pairs or encrypts a link (issue: encrypted links):
 /// up front with `--pair` or with a stored bond; when the device answers an
@@ -8,29 +38,29 @@ import AttledJSON
 /// Encryption (0x0F) or Encryption Key Size Too Short (0x0C), then the
 /// request is retried once; and when the device sends a Security Request.
 /// A stored bond the device has forgotten is removed and the device paired
-/// with again, unless `--no-repair`.
-final class Securer {
-    let opts: Options
-    let store: BondStore?
-    let report: Report
+/// with again, unless the policy says not to (`--no-repair`).
+public final class Securer {
+    public let policy: SecurityPolicy
+    public let store: BondStore?
+    public let report: Report
     private var inFlight: Future<Void>?
 
-    init(opts: Options, store: BondStore?, report: Report) {
-        self.opts = opts
+    public init(policy: SecurityPolicy, store: BondStore?, report: Report) {
+        self.policy = policy
         self.store = store
         self.report = report
     }
 
     /// An ATT error that encryption would cure.
-    static func needsSecurity(_ e: any Error) -> Bool {
+    public static func needsSecurity(_ e: any Error) -> Bool {
         guard case let ATTError.errorResponse(_, _, code) = e else { return false }
         return code == .insufficientAuthentication || code == .insufficientEncryption || code == .encryptionKeySizeTooShort
     }
 
     /// Answers the peer's Security Requests on this link.
-    func attach(_ link: Link) {
+    public func attach(_ link: Link) {
         // --no-pair without a bond: the link answers Pairing Failed, Pairing Not Supported.
-        if opts.pair == .never && store?.bond(for: link.peer) == nil { return }
+        if policy.pairing == .never && store?.bond(for: link.peer) == nil { return }
         link.security.onSecurityRequest = { [weak self, weak link] auth in
             guard let self, let link else { return }
             self.report.progress("the device sent a Security Request (\(auth))")
@@ -45,12 +75,12 @@ final class Securer {
     /// (the same address may now be a device that needs no security; one
     /// that does asks, and is paired with then), except with `--no-repair`,
     /// which fails.
-    func upFront(_ link: Link) -> Future<Void> {
-        if opts.pair == .always { return secure(link) }
+    public func upFront(_ link: Link) -> Future<Void> {
+        if policy.pairing == .always { return secure(link) }
         guard let bond = store?.bond(for: link.peer) else { return .done }
         let f = encrypt(link, bond).recover { [self] e -> Future<Void> in
             guard case SecurityError.keyMissing = e else { throw e }
-            if opts.noRepair { throw forgotten(e, bond) }
+            if !policy.repairForgottenBond { throw forgotten(e, bond) }
             store?.remove(bond.identity)
             report.progress("the device has forgotten the bond: removed it; pairing again when the device asks")
             return .done
@@ -78,13 +108,13 @@ final class Securer {
         }
     }
 
-    private func forgotten(_ e: any Error, _ bond: Bond) -> RunError {
-        RunError("\(e); \(opts.noRepair ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(bond.identity.address)'", .security)
+    private func forgotten(_ e: any Error, _ bond: Bond) -> SecuringError {
+        SecuringError(message: "\(e); \(!policy.repairForgottenBond ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(bond.identity.address)'")
     }
 
     /// Runs `op`; when it fails for want of encryption, secures the link and
     /// runs it once more (unless `--no-pair` and no bond: then a clear error).
-    func retrying<T>(_ link: Link, _ op: @escaping () -> Future<T>) -> Future<T> {
+    public func retrying<T>(_ link: Link, _ op: @escaping () -> Future<T>) -> Future<T> {
         op().recover { [self] e -> Future<T> in
             // Already encrypted: Just Works cannot give more (MITM, a longer key), so no retry.
             guard Self.needsSecurity(e), link.isConnected, !link.security.isEncrypted else { throw e }
@@ -96,21 +126,21 @@ final class Securer {
     /// Encrypts the link: with the stored bond, else by pairing. Idempotent
     /// while one is in progress. With `--no-pair` and no bond it fails, its
     /// message starting with `because`.
-    func secure(_ link: Link, because why: String = "the device needs pairing") -> Future<Void> {
+    public func secure(_ link: Link, because why: String = "the device needs pairing") -> Future<Void> {
         if link.security.isEncrypted { return .done }
         if let f = inFlight, !f.isComplete { return f }
         let f: Future<Void>
         if let bond = store?.bond(for: link.peer) {
             f = encrypt(link, bond).recover { [self] e -> Future<Void> in
                 guard case SecurityError.keyMissing = e else { throw e }
-                if opts.noRepair || opts.pair == .never { throw forgotten(e, bond) }
+                if !policy.repairForgottenBond || policy.pairing == .never { throw forgotten(e, bond) }
                 store?.remove(bond.identity)
                 report.progress("the device has forgotten the bond: removed it; pairing again")
                 return pair(link)
             }
         } else {
-            if opts.pair == .never {
-                return Future(error: RunError("\(why); drop --no-pair to pair with it", .security))
+            if policy.pairing == .never {
+                return Future(error: SecuringError(message: "\(why); drop --no-pair to pair with it"))
             }
             f = pair(link)
         }
@@ -139,41 +169,3 @@ final class Securer {
     }
 }
 
-/// `attled bonds`: lists the stored bonds (never their keys), or removes one
-/// with `--remove ADDR` (an identity address, or a private address one of
-/// them resolves).
-func runBonds(_ opts: Options, environment: [String: String]) -> Int32 {
-    let store = BondStore(directory: BondStore.defaultDirectory(environment))
-    if let a = opts.removeBond {
-        // The type given, else either type.
-        let removed = store.remove(a) ?? store.remove(DeviceAddress(a.address, a.type.isRandom ? .public : .random))
-        guard let b = removed else {
-            Console.err("attled: error: no bond for \(a.address) in \(store.directory) ('attled bonds' lists them)")
-            return ExitCode.notFound.rawValue
-        }
-        if opts.json {
-            Console.out(JSONValue.object([("ok", .bool(true)), ("command", .string("bonds")), ("removed", .string(b.identity.address.description))]).serialized)
-        } else if !opts.quiet {
-            Console.err("attled: removed the bond with \(b.identity)")
-        }
-        return 0
-    }
-    let all = store.all()
-    if opts.json {
-        Console.out(JSONValue.object([("ok", .bool(true)), ("command", .string("bonds")), ("directory", .string(store.directory)),
-                                 ("bonds", .array(all.map { b in
-                                     .object([("identity", .string(b.identity.address.description)),
-                                              ("identity_type", .string(b.identity.type.description)),
-                                              ("last_address", .string(b.lastAddress.address.description)),
-                                              ("secure_connections", .bool(b.longTermKey.secureConnections)),
-                                              ("authenticated", .bool(b.longTermKey.authenticated)),
-                                              ("key_size", .int(Int64(b.longTermKey.keySize))),
-                                              ("irk", .bool(b.irk != nil))])
-                                 }))]).serialized)
-    } else if all.isEmpty {
-        Console.err("attled: no bonds in \(store.directory)")
-    } else {
-        for b in all { Console.out(b.description) }
-    }
-    return 0
-}

@@ -5,17 +5,17 @@ import AttledLED
 /// is still valid (checked with the GATT Database Hash when the device has
 /// one), else by discovery, which refreshes the cache. Event-driven: every
 /// step is a `Future`, so several devices resolve at once.
-final class LEDResolver {
-    let cache: GATTCache?
-    let explicitProfile: LEDProfile?
-    let trustCache: Bool
+public final class LEDResolver {
+    public let cache: GATTCache?
+    public let explicitProfile: LEDProfile?
+    public let trustCache: Bool
 
     /// The address the cache files a peer under: its identity address when
     /// a bond resolves it (a device with resolvable private addresses keeps
     /// one entry), else the address itself.
-    var identity: (DeviceAddress) -> DeviceAddress = { $0 }
+    public var identity: (DeviceAddress) -> DeviceAddress = { $0 }
 
-    init(cache: GATTCache?, explicitProfile: LEDProfile?, trustCache: Bool) {
+    public init(cache: GATTCache?, explicitProfile: LEDProfile?, trustCache: Bool) {
         self.cache = cache
         self.explicitProfile = explicitProfile
         self.trustCache = trustCache
@@ -27,7 +27,7 @@ final class LEDResolver {
     private var entries: [DeviceAddress: GATTCache.Entry] = [:]
 
     /// The cache entry of `peer` (filed under its identity); nil without one.
-    func entry(_ peer: DeviceAddress) -> GATTCache.Entry? {
+    public func entry(_ peer: DeviceAddress) -> GATTCache.Entry? {
         let key = identity(peer)
         if let e = entries[key] { return e }
         let e = cache?.load(key)
@@ -36,7 +36,7 @@ final class LEDResolver {
     }
 
     /// Writes `peer`'s entry.
-    func save(_ peer: DeviceAddress, _ e: GATTCache.Entry) {
+    public func save(_ peer: DeviceAddress, _ e: GATTCache.Entry) {
         guard let cache else { return }
         let key = identity(peer)
         entries[key] = e
@@ -44,18 +44,18 @@ final class LEDResolver {
     }
 
     /// Drops `peer`'s entry: it is stale.
-    func forget(_ peer: DeviceAddress) {
+    public func forget(_ peer: DeviceAddress) {
         let key = identity(peer)
         entries[key] = nil
         cache?.remove(key)
     }
 
     /// Where the resolved characteristics came from.
-    enum Source: String { case cache = "hit", discovery = "miss", noCache = "off" }
+    public enum Source: String { case cache = "hit", discovery = "miss", noCache = "off" }
 
     /// Cache first, then discovery.
     /// - Returns: a future of the characteristics and their source.
-    func start(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<(ResolvedLED, Source)> {
+    public func start(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<(ResolvedLED, Source)> {
         startCached(gatt, peer: peer, advertised: advertised, report: report).flatMap { cached in
             if let led = cached { return Future(value: (led, .cache)) }
             return self.startDiscover(gatt, peer: peer, advertised: advertised, deviceName: deviceName, report: report)
@@ -66,7 +66,7 @@ final class LEDResolver {
     /// The cached LED characteristics, after validating them with the
     /// Database Hash when the device has one.
     /// - Returns: a future of them, nil when there is no usable entry.
-    func startCached(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], report: Report) -> Future<ResolvedLED?> {
+    public func startCached(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], report: Report) -> Future<ResolvedLED?> {
         guard cache != nil, let e = entry(peer) else { return Future(value: nil) }
         let profile: LEDProfile?
         if let x = explicitProfile {
@@ -152,7 +152,7 @@ final class LEDResolver {
     /// the Database Hash in the same connection and saves both: the hash then
     /// describes exactly the database the handles came from.
     /// - Returns: a future of the characteristics.
-    func startDiscover(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<ResolvedLED> {
+    public func startDiscover(_ gatt: GATTClient, peer: DeviceAddress, advertised: [BluetoothUUID], deviceName: String, report: Report) -> Future<ResolvedLED> {
         report.begin(.discover)
         let b = gatt.bearer
         let before = b.transactions.count

@@ -1,0 +1,41 @@
+import Attled
+import AttledJSON
+
+/// `attled bonds`: lists the stored bonds (never their keys), or removes one
+/// with `--remove ADDR` (an identity address, or a private address one of
+/// them resolves).
+func runBonds(_ opts: Options, environment: [String: String]) -> Int32 {
+    let store = BondStore(directory: BondStore.defaultDirectory(environment))
+    if let a = opts.removeBond {
+        // The type given, else either type.
+        let removed = store.remove(a) ?? store.remove(DeviceAddress(a.address, a.type.isRandom ? .public : .random))
+        guard let b = removed else {
+            Console.err("attled: error: no bond for \(a.address) in \(store.directory) ('attled bonds' lists them)")
+            return ExitCode.notFound.rawValue
+        }
+        if opts.json {
+            Console.out(JSONValue.object([("ok", .bool(true)), ("command", .string("bonds")), ("removed", .string(b.identity.address.description))]).serialized)
+        } else if !opts.quiet {
+            Console.err("attled: removed the bond with \(b.identity)")
+        }
+        return 0
+    }
+    let all = store.all()
+    if opts.json {
+        Console.out(JSONValue.object([("ok", .bool(true)), ("command", .string("bonds")), ("directory", .string(store.directory)),
+                                 ("bonds", .array(all.map { b in
+                                     .object([("identity", .string(b.identity.address.description)),
+                                              ("identity_type", .string(b.identity.type.description)),
+                                              ("last_address", .string(b.lastAddress.address.description)),
+                                              ("secure_connections", .bool(b.longTermKey.secureConnections)),
+                                              ("authenticated", .bool(b.longTermKey.authenticated)),
+                                              ("key_size", .int(Int64(b.longTermKey.keySize))),
+                                              ("irk", .bool(b.irk != nil))])
+                                 }))]).serialized)
+    } else if all.isEmpty {
+        Console.err("attled: no bonds in \(store.directory)")
+    } else {
+        for b in all { Console.out(b.description) }
+    }
+    return 0
+}
