@@ -25,7 +25,10 @@ let package = Package(
         // (BLEStack, Link) and re-exports every layer; BLETrace decodes packets.
         .library(name: "Attled", targets: ["Attled", "AttledLED", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP",
                                            "BLEATT", "BLEGATT", "LEDProfile", "BLETrace", "BLESMP", "AttledJSON"]),
-    ],
+    ] + (withGateway ? [
+        // The MQTT / Home Assistant gateway as a library: `Gateway(config:stack:)`.
+        .library(name: "AttledGateway", targets: ["AttledGateway", "BLEMQTT"]),
+    ] : []),
     targets: [
         // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
         .systemLibrary(name: "CBluetooth", path: "Sources/CBluetooth",
@@ -60,7 +63,7 @@ let package = Package(
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
                 dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
-                    + (withGateway ? ["BLEMQTT"] : []),
+                    + (withGateway ? ["BLEMQTT", "AttledGateway"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
@@ -77,8 +80,10 @@ let package = Package(
         // MQTT client over libmosquitto driven by the owner's poll loop, Home
         // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
         .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "AttledJSON", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
+        // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
+        .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "BLEMQTT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT", "AttledGateway"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):

@@ -5,6 +5,9 @@ import Attled
 import AttledLED
 import BLETrace
 import AttledJSON
+#if ATTLED_GATEWAY
+import AttledGateway
+#endif
 
 /// One run of attled: opens the transport and initialises the controller
 /// (through the library's `BLEStack`), runs the command with a deadline per
@@ -74,9 +77,8 @@ final class Session {
                 throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
             }
             #if ATTLED_GATEWAY
-            if opts.command == .gateway {
-                gateway = try Gateway(self)
-            }
+            // Its configuration checked before the controller is opened.
+            let gatewayConfig = opts.command == .gateway ? try GatewayRun.config(opts) : nil
             #else
             if opts.command == .gateway {
                 throw RunError("this attled was built without the gateway (ATTLED_NO_MQTT or ATTLED_FULLY_STATIC): build it without them, with libmosquitto-dev installed", .unavailable)
@@ -85,7 +87,11 @@ final class Session {
             try open()
             switch opts.command {
             #if ATTLED_GATEWAY
-            case .gateway: try gateway?.run()
+            case .gateway:
+                if let c = gatewayConfig {
+                    gateway = try GatewayRun.make(c, self)
+                    try GatewayRun.run(gateway!, self)
+                }
             #endif
             case .scan: sigintIsSuccess = true; try scanJob()
             case .gatt, .read, .write: try GATTTool(self).run()

@@ -32,6 +32,8 @@ public struct Instant: Comparable, Hashable, Sendable {
 
     /// Far future: a deadline that never expires.
     public static let distantFuture = Instant(ns: UInt64.max / 2)
+    /// Far past: a bound that has always passed.
+    public static let distantPast = Instant(ns: 0)
 }
 
 /// Wall-clock time in microseconds since the Unix epoch (CLOCK_REALTIME), for capture files.

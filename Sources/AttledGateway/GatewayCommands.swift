@@ -1,7 +1,3 @@
-#if ATTLED_GATEWAY
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
 import BLEMQTT
@@ -16,8 +12,8 @@ extension Gateway {
     static let idleAfterMs = 10_000
 
     /// (Re)starts the quiet timer; when it fires, LE Connection Update to `idle`.
-    func armIdle(_ dev: GatewayDevice) {
-        guard let h = s.host else { return }
+    func armIdle(_ dev: GatewayLamp) {
+        guard let h = keeper.stack?.host else { return }
         if let t = dev.idleTimer { h.cancel(t) }
         dev.idleTimer = h.schedule(afterMs: Self.idleAfterMs) { [weak self] in
             dev.idleTimer = nil
@@ -26,14 +22,14 @@ extension Gateway {
     }
 
     /// Asks the controller for the `idle` or `oneShot` parameters; writes go on meanwhile.
-    func setInterval(_ dev: GatewayDevice, idle: Bool) {
-        guard let link = dev.link, let h = s.host, dev.idle != idle else { return }
-        dev.idle = idle
+    func setInterval(_ dev: GatewayLamp, idle: Bool) {
+        guard let link = dev.link, let h = keeper.stack?.host, (dev.interval == .idle) != idle else { return }
+        dev.interval = idle ? .idle : .active
         let p: ConnectionParameters = idle ? .idle : .oneShot
         h.submit(LEConnectionUpdate(handle: link.connection.handle, parameters: p).command).whenFailure { [weak self] e in
             self?.log("gateway: \(dev.label): connection update to \(idle ? "idle" : "active") parameters refused: \(e)")
         }
-        if opts.trace != .off { log("gateway: \(dev.label): \(idle ? "quiet: relaxing the connection interval" : "active: short connection interval")") }
+        if config.verbose { log("gateway: \(dev.label): \(idle ? "quiet: relaxing the connection interval" : "active: short connection interval")") }
     }
 
     // MARK: commands
@@ -42,13 +38,12 @@ extension Gateway {
         if topic == topics.homeAssistantStatus {
             if HomeAssistant.isBirth(payload) {
                 log("gateway: Home Assistant is online: publishing the discovery configs again")
-                publish(HomeAssistant.gatewayConfig(topics: topics))
-                publish(topics.gatewayAvailability, HomeAssistant.online, retain: true)
-                for d in devices.values where d.ha != nil { announce(d) }
+                announceGateway()
+                for l in lamps.values where l.ha != nil { announce(l) }
             }
             return
         }
-        guard let dev = devices.values.first(where: { d in d.ha.map { topic.hasPrefix(topics.base($0) + "/") } ?? false }),
+        guard let dev = lamps.values.first(where: { d in d.ha.map { topic.hasPrefix(topics.base($0) + "/") } ?? false }),
               let ha = dev.ha else {
             log("gateway: ignored a message on \(topic): no such device")
             return
@@ -71,34 +66,32 @@ extension Gateway {
     }
 
     /// Writes the latest wanted state, one write in flight per device.
-    func flush(_ dev: GatewayDevice) {
-        if dev.onDemand, dev.link == nil, dev.wanted != nil { tryConnect(dev); return }
+    func flush(_ dev: GatewayLamp) {
+        if dev.device.mode == .onDemand, dev.link == nil, dev.wanted != nil { keeper.need(dev.device); return }
         // A link whose connection just ended is torn down layer by layer before
         // the gateway hears of it (the failed write's completion comes first):
         // nothing is written on it; linkDown follows and the link is made again.
-        guard let link = dev.link, link.isConnected, let led = dev.led, !dev.writing, let want = dev.wanted, let ha = dev.ha else { return }
+        guard let link = dev.link, link.isConnected, let led = dev.led, !dev.isWriting, let want = dev.wanted, let ha = dev.ha else { return }
         setInterval(dev, idle: false)
         armIdle(dev)
         dev.wanted = nil
-        dev.writing = true
-        dev.inFlight = want
+        dev.write = .writing(want)
         let c = want.deviceColor
         let started = dev.commandAt
         let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
         (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in
             guard let self else { return }
-            dev.writing = false
-            dev.inFlight = nil
+            dev.write = .none
             switch r {
             case .success:
                 dev.light = want
                 self.publish(want.stateMessage(ha, topics: self.topics), qos: .atMostOnce)
-                self.releaseWhenIdle(dev)
-                if self.opts.trace != .off, let t = started {
+                self.keeper.idle(dev.device)
+                if self.config.verbose, let t = started {
                     self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
                 }
             case .failure(let e):
-                self.log("gateway: \(dev.label): write failed: \(classify(e).message)")
+                self.log("gateway: \(dev.label): write failed: \(e)")
                 // A link that no longer completes what is sent is dead: end it, so it is made again.
                 if e is ACLDrainTimeout, link.isConnected { _ = link.startDisconnect() }
                 if dev.wanted == nil { dev.wanted = want } // retried when the link is back
@@ -107,11 +100,11 @@ extension Gateway {
         }
     }
 
-    func press(_ dev: GatewayDevice, _ b: HarnessButton) {
-        guard let link = dev.link, link.isConnected, let led = dev.led, let cmd = led.command, let h = s.host else {
-            if dev.onDemand {
+    func press(_ dev: GatewayLamp, _ b: HarnessButton) {
+        guard let link = dev.link, link.isConnected, let led = dev.led, let cmd = led.command, let h = keeper.stack?.host else {
+            if dev.device.mode == .onDemand {
                 dev.pendingPress = b
-                tryConnect(dev)
+                keeper.need(dev.device)
                 return
             }
             log("gateway: \(dev.label): button \(b.rawValue) pressed while not connected: ignored")
@@ -125,9 +118,8 @@ extension Gateway {
             guard dev.link === link else { return }
             LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenComplete { r in
                 if case .failure(let e) = r { self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)") }
-                self?.releaseWhenIdle(dev)
+                self?.keeper.idle(dev.device)
             }
         }
     }
 }
-#endif

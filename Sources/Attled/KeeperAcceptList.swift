@@ -1,9 +1,5 @@
-#if ATTLED_GATEWAY
-import Attled
-import AttledLED
-
-/// How the gateway reconnects the devices it keeps.
-enum ReconnectPath: Equatable {
+/// How the keeper reconnects the devices it keeps.
+public enum ReconnectPath: Equatable, Sendable {
     /// Not decided yet: the controller's accept list is being read.
     case unknown
     /// One LE Create Connection from the Filter Accept List stays pending for
@@ -17,27 +13,24 @@ enum ReconnectPath: Equatable {
     case scanning(why: String)
 }
 
-/// The gateway's reconnection from the controller's Filter Accept List.
+/// The keeper's reconnection from the controller's Filter Accept List.
 ///
-/// A device the gateway has set up once is "kept": when its link goes down it
+/// A device the owner has set up once is "kept": when its link goes down it
 /// joins the accept-list connect, at once (backoff only after a failed setup).
 /// New devices and on-demand writes take the scan path: the pending
 /// accept-list connect is cancelled for them and armed again after. A
 /// controller that ignores the accept list (it connects only to Peer_Address,
 /// as Bumble's does) is found out when a kept device is heard advertising for
-/// `acceptIgnoredAfterMs` while the connect is pending: the gateway logs it
+/// `Policy.acceptIgnoredAfterMs` while the connect is pending: the keeper logs it
 /// and reconnects by scanning from then on. Peer_Address names the device
 /// that went down first, so even such a controller reconnects that one at once.
-extension Gateway {
-    /// A kept device heard this long while the accept-list connect waits for it: the list is ignored.
-    static let acceptIgnoredAfterMs = 1_500
-
+extension DeviceKeeper {
     /// Reads the accept list's size and the LE states of a (new) stack, then
     /// logs the path and arms the connect.
     func chooseReconnectPath(_ stack: BLEStack) {
         reconnectPath = .unknown
         let info = stack.info
-        if opts.noAcceptList { return setPath(.scanning(why: "--no-accept-list")) }
+        if !policy.useAcceptList { return setPath(.scanning(why: "--no-accept-list")) }
         if let why = acceptListIgnored { return setPath(.scanning(why: why)) }
         guard info.supportsAcceptList else {
             return setPath(.scanning(why: "the controller lists no Filter Accept List commands"))
@@ -48,7 +41,7 @@ extension Gateway {
         stack.host.submit(.leReadFilterAcceptListSize)
             .flatMap { rp in states.map { (rp, $0) } }
             .whenComplete { [weak self, weak stack] r in
-                guard let self, let stack, self.s.stack === stack else { return }
+                guard let self, let stack, self.stack === stack else { return }
                 switch r {
                 case .failure(let e):
                     self.noteControllerError(e)
@@ -67,10 +60,10 @@ extension Gateway {
         switch p {
         case .unknown: return
         case let .acceptList(size, beside):
-            log("gateway: reconnects: from the controller's Filter Accept List (\(size) entries; "
+            log("reconnects: from the controller's Filter Accept List (\(size) entries; "
                 + (beside ? "scanning beside it)" : "no scan while it is pending: the controller cannot scan and initiate at once)"))
         case let .scanning(why):
-            log("gateway: reconnects: by scanning (\(why))")
+            log("reconnects: by scanning (\(why))")
         }
         armAcceptList()
         ensureScanning()
@@ -78,21 +71,21 @@ extension Gateway {
 
     /// Whether scanning waits for the pending accept-list connect.
     var scanPausedForAcceptList: Bool {
-        guard case let .acceptList(_, beside) = reconnectPath, !beside, let stack = s.stack else { return false }
+        guard case let .acceptList(_, beside) = reconnectPath, !beside, let stack = self.stack else { return false }
         return stack.central.acceptListConnect != nil || acceptArming
     }
 
     /// A kept device: set up once, not on demand, and allowed to connect now.
-    func reconnectsFromAcceptList(_ dev: GatewayDevice) -> Bool {
+    func reconnectsFromAcceptList(_ dev: KeptDevice) -> Bool {
         guard case .acceptList = reconnectPath else { return false }
-        return dev.connectedAt != nil && !dev.onDemand
+        return dev.connectedAt != nil && dev.mode == .kept
     }
 
     /// Brings the pending accept-list connect in line with the kept devices
     /// that are down: starts it, or cancels it to start it again with
     /// another set (the list may not change while a connect uses it).
     func armAcceptList() {
-        guard case let .acceptList(size, beside) = reconnectPath, let stack = s.stack, !stopping,
+        guard case let .acceptList(size, beside) = reconnectPath, let stack = self.stack, !stopping,
               connecting == nil, !acceptArming, Instant.now() >= acceptNotBefore else { return }
         let now = Instant.now()
         var want = devices.values.filter { $0.link == nil && reconnectsFromAcceptList($0) && now >= $0.notBefore }
@@ -109,16 +102,16 @@ extension Gateway {
         acceptArming = true
         let scanStop: Future<Void> = !beside && stack.central.isScanning ? stack.central.stopScanning().recover { _ in .done } : .done
         scanStop.whenComplete { [weak self, weak stack] _ in
-            guard let self, let stack, self.s.stack === stack else { return }
+            guard let self, let stack, self.stack === stack else { return }
             guard self.connecting == nil, !self.stopping else { self.acceptArming = false; return }
             self.acceptWatch.reset()
             let labels = peers.map { self.devices[$0.address]?.label ?? $0.address.description }
-            self.log("gateway: waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
+            self.log("waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
             let f = stack.central.startAcceptListConnect(peers, parameters: .oneShot)
             // Armed once the connect is queued: a change of the set cancels it from now on.
             self.acceptArming = false
             f.whenComplete { [weak self] r in
-                guard let self, self.s.stack === stack else { return }
+                guard let self, self.stack === stack else { return }
                 self.acceptArming = false
                 switch r {
                 case .success(let c):
@@ -134,7 +127,7 @@ extension Gateway {
                 case .failure(let e):
                     self.noteControllerError(e)
                     self.acceptNotBefore = Instant.now().adding(ms: self.acceptBackoff.next())
-                    self.log("gateway: accept-list connect failed (\(e)); again \(self.acceptNotBefore.msUntilNowString)")
+                    self.log("accept-list connect failed (\(e)); again \(self.acceptNotBefore.msUntilNowString)")
                 }
                 self.armAcceptList()
                 self.ensureScanning()
@@ -147,8 +140,8 @@ extension Gateway {
     /// `acceptIgnoredAfterMs` without being connected means the controller
     /// ignores its accept list: reconnect by scanning from now on.
     /// - Returns: true when the accept list still handles the device.
-    func heardWhileAccepting(_ dev: GatewayDevice) -> Bool {
-        guard reconnectsFromAcceptList(dev), let stack = s.stack else { return false }
+    func heardWhileAccepting(_ dev: KeptDevice) -> Bool {
+        guard reconnectsFromAcceptList(dev), let stack = self.stack else { return false }
         guard let pending = stack.central.acceptListConnect, pending.contains(dev.address) else {
             return dev.link == nil  // not armed for it yet (backoff, or being armed): the next tick arms it
         }
@@ -160,4 +153,3 @@ extension Gateway {
         return false
     }
 }
-#endif

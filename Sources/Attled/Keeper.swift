@@ -1,0 +1,363 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Keeps links to a set of devices: the one place where attled decides when
+/// to scan, when and how to connect (a scan, or a pending LE Create
+/// Connection from the controller's Filter Accept List), how long to back off
+/// after a failure, what to do with a connection that completes after its
+/// attempt was given up, how many links the controller holds (devices beyond
+/// them are connected on demand), and when to reopen a controller that
+/// stopped answering.
+///
+/// The owner says which devices it wants (`wants`), hears of each link as it
+/// comes up (`Event.linkUp`: set it up, then call `ready` or `setupFailed`)
+/// and goes down, and asks for an on-demand device's link when it has work
+/// for it (`need`). Any number of subscribers; one thread, the stack's event
+/// loop, as everything else.
+///
+///     let keeper = DeviceKeeper(stack: stack, reopen: { try BLEStack.open(spec, loop: loop) })
+///     keeper.wants = { $0.name == "CassarTech" }
+///     _ = keeper.subscribe { event in
+///         if case let .linkUp(device, link) = event { ...; keeper.ready(device) }
+///     }
+///     try keeper.run()   // until SIGINT/SIGTERM (HCIError.interrupted) or stop()
+public final class DeviceKeeper {
+    /// How the keeper paces and bounds its work.
+    public struct Policy: Sendable {
+        /// At most this many links (nil: what the controller holds).
+        public var maxLinks: Int?
+        /// Reconnect kept devices from the controller's Filter Accept List when it has one.
+        public var useAcceptList = true
+        /// Active scanning (scan requests: names in scan responses are heard).
+        public var activeScan = true
+        /// One connection attempt's bound.
+        public var connectTimeoutMs = 3_000
+        /// The parameters links are made with.
+        public var parameters: ConnectionParameters = .oneShot
+        /// Pacing of a device's reconnections after a failure.
+        public var deviceBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+        /// Pacing of the controller's reopening.
+        public var controllerBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+        /// An on-demand link is let go after this long without work.
+        public var onDemandIdleMs = 2_000
+        /// A kept device heard this long while the accept-list connect waits for it: the list is ignored.
+        public var acceptIgnoredAfterMs = 1_500
+        /// The period of the housekeeping tick (scanning, the accept list).
+        public var tickMs = 500
+
+        public init() {}
+    }
+
+    /// What the keeper tells its subscribers.
+    public enum Event {
+        /// A link to `device` is up: set it up, then `ready(device)` or `setupFailed(device)`.
+        case linkUp(KeptDevice, Link)
+        /// `device`'s link ended (`planned`: an on-demand link the keeper let go).
+        case linkDown(KeptDevice, reason: HCIStatus?, planned: Bool)
+        /// `device` is connected only when there is work for it from now on.
+        case becameOnDemand(KeptDevice, because: String)
+        /// The controller failed (`why`); links are gone and it is being reopened.
+        case controllerLost(why: String)
+        /// The controller was opened again.
+        case controllerBack(BLEStack)
+    }
+
+    /// A subscription, for `cancel`.
+    public struct Subscription: Hashable, Sendable { let id: Int }
+
+    public let policy: Policy
+    /// The current stack (a new one after the controller was reopened; nil meanwhile).
+    public private(set) var stack: BLEStack?
+    /// The event loop every stack runs on.
+    public let loop: EventLoop
+    /// Which devices to keep: called for every connectable report not yet adopted.
+    public var wants: (DiscoveredDevice) -> Bool = { _ in false }
+    /// Whether the owner has work for an on-demand device (it is connected
+    /// for it, and released only without it).
+    public var hasWork: (KeptDevice) -> Bool = { _ in false }
+    /// Log lines (what the keeper decided and why).
+    public var log: (String) -> Void = { _ in }
+    /// The devices adopted so far, by address.
+    public internal(set) var devices: [BDAddress: KeptDevice] = [:]
+
+    private let reopen: (() throws -> BLEStack)?
+    private let close: (BLEStack) -> Void
+    private var subscribers: [(Subscription, (Event) -> Void)] = []
+    private var nextSubscription = 0
+    var centralSubscriptions: [Central.Subscription] = []
+    /// The device whose connection attempt is under way (one at a time).
+    var connecting: KeptDevice?
+    /// Learned when the controller refuses a link for want of room.
+    public internal(set) var capacity: Int?
+    /// Set when the controller stopped answering a command: the run loop
+    /// ends its turn and the controller is reopened.
+    var resetReason: String?
+    /// The last scan failure logged (logged again only when it changes).
+    var scanError: String?
+    var controllerBackoff: Backoff
+    public private(set) var stopping = false
+    /// How kept devices are reconnected, per stack (KeeperAcceptList.swift).
+    public internal(set) var reconnectPath: ReconnectPath = .unknown
+    /// Set once this controller was seen to ignore its accept list (kept across reopenings).
+    var acceptListIgnored: String?
+    var acceptArming = false
+    var acceptNotBefore = Instant.now()
+    var acceptBackoff = Backoff(initialMs: 500, maxMs: 30_000)
+    var acceptWatch: AcceptListWatch
+
+    /// - Parameters:
+    ///   - stack: the stack to start on.
+    ///   - policy: pacing and bounds.
+    ///   - reopen: opens the controller again after a failure (nil: a
+    ///     controller failure ends `run` with its error).
+    ///   - close: closes a failed stack (default: `close()` with 500 ms per command).
+    public init(stack: BLEStack, policy: Policy = Policy(), reopen: (() throws -> BLEStack)? = nil,
+                close: ((BLEStack) -> Void)? = nil) {
+        self.stack = stack
+        self.loop = stack.host.loop
+        self.policy = policy
+        self.reopen = reopen
+        self.close = close ?? { s in s.host.commandTimeoutMs = 500; s.close() }
+        controllerBackoff = policy.controllerBackoff
+        acceptWatch = AcceptListWatch(deadlineMs: policy.acceptIgnoredAfterMs)
+    }
+
+    // MARK: subscribers
+
+    /// Calls `handler` with every event from now on, in subscription order.
+    @discardableResult
+    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
+        nextSubscription += 1
+        let s = Subscription(id: nextSubscription)
+        subscribers.append((s, handler))
+        return s
+    }
+
+    public func cancel(_ s: Subscription) { subscribers.removeAll { $0.0 == s } }
+
+    func emit(_ e: Event) { for (_, h) in subscribers { h(e) } }
+
+    // MARK: running
+
+    /// Runs until `stop()` or a signal, outliving controller faults: a
+    /// Hardware Error, a command never answered or a lost transport close
+    /// the stack; it is reopened with backoff (the loop runs on its own
+    /// meanwhile) and the links restored as the devices are heard.
+    /// - Throws: `HCIError.interrupted` (SIGINT/SIGTERM); a controller
+    ///   error when there is no `reopen`.
+    public func run() throws {
+        while !stopping {
+            guard let st = stack else { try reopenController(); continue }
+            attach(st)
+            do {
+                _ = try st.host.pump(until: .distantFuture) { resetReason != nil || stopping }
+            } catch let e as HCIError {
+                if case .interrupted = e { throw e }
+                guard reopen != nil else { throw e }
+                resetReason = "\(e)"
+            }
+            if stopping { return }
+            let why = resetReason ?? "failed"
+            resetReason = nil
+            log("controller: \(why); resetting it and restoring the links")
+            detach(st)
+            emit(.controllerLost(why: why))
+            try reopenController()
+        }
+    }
+
+    /// Ends `run` at its next turn; no new connection is made from now on
+    /// (the links stay up: the owner's clean-up closes the stack).
+    public func stop() { stopping = true }
+
+    /// Hooks the keeper into a (new) stack: reports, disconnections, late
+    /// connections, the tick, scanning, the reconnect path.
+    func attach(_ st: BLEStack) {
+        centralSubscriptions = [
+            // New or changed advertising data: adopt the device if it is wanted.
+            st.central.onDeviceUpdate { [weak self] d, _ in self?.heard(d) },
+            // Every report of an adopted device: one back after a drop (or
+            // whose backoff ended) is connected the next time it is heard.
+            st.central.onDeviceSeen { [weak self] d in
+                guard let self, !self.stopping, let dev = self.devices[d.address.address] else { return }
+                self.tryConnect(dev)
+            },
+            st.central.onDisconnection { [weak self] c in self?.linkDown(c.peer, reason: c.disconnectReason) },
+            // A connection that completes after its attempt was given up (a
+            // controller that kept it pending, as Bumble's does after a
+            // cancel): adopted when it is a device we keep and have no link
+            // to. That includes the device being connected right now: the
+            // Central has no attempt for it yet (it would have taken the
+            // completion), so the scan is still stopping, and tryConnect then
+            // makes no second link.
+            st.central.adoptUnrequested { [weak self] c in
+                guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil else { return false }
+                self.log("\(dev.label): a connection given up earlier completed: adopting it")
+                self.linkUp(dev, st.attach(c))
+                return true
+            },
+        ]
+        scheduleTick(st.host)
+        ensureScanning()
+        chooseReconnectPath(st)
+    }
+
+    /// Unhooks from a failed stack: every link is gone with it.
+    func detach(_ st: BLEStack) {
+        // No accept-list connect on the controller being dropped: decided anew on the next.
+        reconnectPath = .unknown
+        acceptArming = false
+        for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
+        connecting = nil
+        for t in centralSubscriptions { st.central.cancel(t) }
+        centralSubscriptions = []
+    }
+
+    /// Closes the failed stack and opens the controller again, with backoff;
+    /// the loop runs on its own meanwhile (timers, the owner's descriptors, signals).
+    func reopenController() throws {
+        if let old = stack { close(old); stack = nil }
+        guard let reopen else { throw HCIError.closed }
+        while !stopping {
+            do {
+                try loop.sleep(until: Instant.now().adding(ms: controllerBackoff.next()))
+            } catch EventLoopError.interrupted(let sig) {
+                throw HCIError.interrupted(signal: sig)
+            }
+            if stopping { return }
+            do {
+                let st = try reopen()
+                controllerBackoff.reset()
+                stack = st
+                log("controller: \(st.transport.name) initialised again")
+                emit(.controllerBack(st))
+                return
+            } catch HCIError.interrupted(let sig) {
+                throw HCIError.interrupted(signal: sig)
+            } catch {
+                log("controller: \(error); retrying")
+            }
+        }
+    }
+
+    func scheduleTick(_ h: HCIHost) {
+        _ = h.schedule(afterMs: policy.tickMs) { [weak self, weak h] in
+            guard let self, let h, !self.stopping else { return }
+            self.armAcceptList()
+            self.ensureScanning()
+            self.scheduleTick(h)
+        }
+    }
+
+    /// A command the controller never answered: reopen it (the run loop
+    /// ends its turn). Rejections (Command Disallowed after a cancel, say)
+    /// are not: the attempt is retried with backoff.
+    func noteControllerError(_ e: any Error) {
+        if case HCIError.commandTimeout = e, resetReason == nil { resetReason = "\(e)" }
+    }
+
+    // MARK: what the owner tells the keeper
+
+    /// The owner set `device`'s link up: it counts as kept from now on (it
+    /// comes back from the accept list), and its backoff starts over.
+    public func ready(_ device: KeptDevice) {
+        guard device.link != nil else { return }
+        device.attempts = 0
+        device.backoff.reset()
+        device.connectedAt = Instant.now()
+        device.state = .ready
+        idle(device)
+    }
+
+    /// The owner could not set `device`'s link up: it is disconnected and
+    /// tried again after the backoff.
+    public func setupFailed(_ device: KeptDevice) {
+        guard let link = device.link else { return }
+        _ = link.startDisconnect()
+    }
+
+    /// The owner has work for `device`: an on-demand device without a link is connected.
+    public func need(_ device: KeptDevice) {
+        if device.link == nil { tryConnect(device) }
+    }
+
+    /// The owner finished a piece of work on `device`: an on-demand link is
+    /// let go after `onDemandIdleMs` without more (`hasWork` false).
+    public func idle(_ device: KeptDevice) {
+        guard device.mode == .onDemand, let h = stack?.host else { return }
+        if let t = device.releaseTimer { h.cancel(t) }
+        device.releaseTimer = h.schedule(afterMs: policy.onDemandIdleMs) { [weak self, weak device] in
+            guard let self, let device else { return }
+            device.releaseTimer = nil
+            guard device.mode == .onDemand, !self.hasWork(device), let link = device.link else { return }
+            device.state = .releasing
+            self.log("\(device.label): idle: releasing the on-demand link")
+            _ = link.startDisconnect()
+        }
+    }
+
+    /// How many devices have a link now.
+    public var linkCount: Int { devices.values.filter { $0.link != nil }.count }
+}
+
+/// One device the keeper looks after.
+public final class KeptDevice {
+    /// Where the keeper stands with the device.
+    public enum State: Equatable, Sendable {
+        /// Heard, no link: connected as soon as the keeper can.
+        case wanted
+        /// No link; no attempt before `until` (after a failure or a drop).
+        case backingOff(until: Instant)
+        /// A connection attempt is under way.
+        case connecting
+        /// The link is up; the owner is setting it up (security, discovery).
+        case settingUp
+        /// The owner set the link up.
+        case ready
+        /// An on-demand device without a link: connected when there is work.
+        case idleOnDemand
+        /// An on-demand link being let go.
+        case releasing
+    }
+
+    /// Kept (reconnected whenever it is down), or connected only for work.
+    public enum Mode: Sendable { case kept, onDemand }
+
+    public let address: DeviceAddress
+    /// Its advertised name, once heard.
+    public internal(set) var name: String?
+    /// The service UUIDs it advertises.
+    public internal(set) var advertised: [BluetoothUUID] = []
+    public internal(set) var state: State = .wanted
+    public internal(set) var mode: Mode = .kept
+    /// The link while it is up.
+    public internal(set) var link: Link?
+    /// Connection attempts since the last ready link.
+    public internal(set) var attempts = 0
+    /// When its link was last made ready (nil: never: not yet kept).
+    public internal(set) var connectedAt: Instant?
+    /// When its link last went down (the accept list waits for the longest-gone first).
+    public internal(set) var downAt: Instant?
+    var backoff: Backoff
+    var releaseTimer: HostToken?
+
+    init(address: DeviceAddress, backoff: Backoff) {
+        self.address = address
+        self.backoff = backoff
+    }
+
+    /// "Name (address)" or the address, for log lines.
+    public var label: String { name.map { "\($0) (\(address.address))" } ?? address.address.description }
+
+    /// No connection attempt before this.
+    var notBefore: Instant {
+        if case let .backingOff(until) = state { return until }
+        return .distantPast
+    }
+}
+
+extension Instant {
+    /// "in 1234 ms" from now, for log lines.
+    public var msUntilNowString: String { "in \(Instant.now().msUntil(self)) ms" }
+}

@@ -1,0 +1,177 @@
+/// The keeper's connections: which device is adopted, connected (one
+/// attempt at a time), set up, let go; the slots the controller holds and the
+/// devices connected on demand beyond them; scanning.
+extension DeviceKeeper {
+
+    /// A connectable report of a wanted device: adopt it, connect it.
+    func heard(_ d: DiscoveredDevice) {
+        guard !stopping, d.connectable else { return }
+        let dev: KeptDevice
+        if let known = devices[d.address.address] {
+            dev = known
+        } else {
+            guard wants(d) else { return }
+            dev = KeptDevice(address: d.address, backoff: policy.deviceBackoff)
+            devices[d.address.address] = dev
+        }
+        if let n = d.name { dev.name = n }
+        dev.advertised = d.serviceUUIDs
+        tryConnect(dev)
+    }
+
+    /// How many links may be kept up: `maxLinks`, or what the controller
+    /// was found to hold, less one slot kept free for devices connected on
+    /// demand once there are any.
+    var permanentLimit: Int? {
+        guard let l = slotLimit, devices.values.contains(where: { $0.mode == .onDemand }) else { return slotLimit }
+        return max(0, l - 1)
+    }
+
+    /// The slots for links at all (permanent and on demand).
+    var slotLimit: Int? {
+        if let c = capacity { return min(policy.maxLinks ?? c, c) }
+        return policy.maxLinks
+    }
+
+    /// Connects `dev` when the keeper may: no other attempt, no link, its
+    /// backoff over, a slot free (on demand: only with work for it).
+    func tryConnect(_ dev: KeptDevice) {
+        guard let st = stack, !stopping, connecting == nil, dev.link == nil else { return }
+        // A kept device comes back through the pending accept-list connect.
+        if reconnectsFromAcceptList(dev), heardWhileAccepting(dev) { return armAcceptList() }
+        guard Instant.now() >= dev.notBefore else { return }
+        if dev.mode == .onDemand {
+            guard hasWork(dev) else { return }
+            if let l = slotLimit, linkCount >= l { return }
+        } else if let l = permanentLimit, linkCount >= l {
+            if slotLimit != nil {
+                becomeOnDemand(dev, because: "\(linkCount) link(s) are all the controller or --max-links allow")
+            }
+            return
+        }
+        connecting = dev
+        dev.state = .connecting
+        dev.attempts += 1
+        // The controller initiates one connection at a time: this one goes
+        // after the accept-list connect, which is armed again once it is done.
+        if st.central.acceptListConnect != nil { st.central.cancelAcceptListConnect() }
+        // One connection attempt at a time, and no scan beside it.
+        let scanStop: Future<Void> = st.central.isScanning ? st.central.stopScanning() : .done
+        scanStop.recover { _ in .done }
+            .flatMap { [policy] () -> Future<Link?> in
+                // A connection given up earlier may have completed while the
+                // scan stopped (adopted through adoptUnrequested): no second one.
+                if dev.link != nil { return Future(value: nil) }
+                return st.startConnect(to: dev.address, timeoutMs: policy.connectTimeoutMs, parameters: policy.parameters).map { Optional($0) }
+            }
+            .whenComplete { [weak self] r in
+                guard let self else { return }
+                self.connecting = nil
+                switch r {
+                case .success(let link): if let link { self.linkUp(dev, link) }
+                case .failure(let e):
+                    self.noteControllerError(e)
+                    if Self.isFull(e), self.linkCount > 0 {
+                        // The controller holds no more links: that is its capacity.
+                        self.capacity = self.linkCount
+                        self.log("controller: it holds \(self.linkCount) link(s) (\(e))")
+                        self.becomeOnDemand(dev, because: "the controller is full")
+                        self.makeRoomForOnDemand()
+                        break
+                    }
+                    dev.state = .backingOff(until: Instant.now().adding(ms: dev.backoff.next()))
+                    self.log("\(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
+                }
+                self.ensureScanning()
+            }
+    }
+
+    /// A refusal that means "no room for another link": Connection Limit
+    /// Exceeded (0x09), Memory Capacity Exceeded (0x07), Connection Rejected
+    /// due to Limited Resources (0x0D).
+    public static func isFull(_ e: any Error) -> Bool {
+        var st: HCIStatus?
+        if case let HCIError.commandFailed(_, s) = e { st = s }
+        if case let GAPError.connectFailed(_, s) = e { st = s }
+        guard let st else { return false }
+        return [0x07, 0x09, 0x0D].contains(st.rawValue)
+    }
+
+    /// Devices beyond the links the controller holds are connected when
+    /// there is work for them, and let go after a short idle.
+    func becomeOnDemand(_ dev: KeptDevice, because why: String) {
+        guard dev.mode != .onDemand else { return }
+        dev.mode = .onDemand
+        if dev.link == nil, dev.state != .connecting { dev.state = .idleOnDemand }
+        log("\(dev.label): connected on demand from now on (\(why))")
+        emit(.becameOnDemand(dev, because: why))
+    }
+
+    /// Keeps one slot free for the devices connected on demand: the most
+    /// recently connected kept link is released and joins them.
+    func makeRoomForOnDemand() {
+        guard let limit = permanentLimit, linkCount > limit else { return }
+        let now = Instant.now()
+        let held = devices.values.filter { $0.link != nil && $0.mode == .kept }.sorted { ($0.connectedAt ?? now) > ($1.connectedAt ?? now) }
+        for dev in held.prefix(linkCount - limit) {
+            becomeOnDemand(dev, because: "a slot is kept free for on-demand writes")
+            dev.state = .releasing
+            _ = dev.link?.startDisconnect()
+        }
+    }
+
+    /// Scans while some wanted device may be out there and no connection is pending.
+    func ensureScanning() {
+        guard let st = stack, !stopping, connecting == nil, !st.central.isScanning, !scanPausedForAcceptList else { return }
+        if let max = policy.maxLinks, linkCount >= max { return }
+        st.central.startScanning(active: policy.activeScan).whenComplete { [weak self] r in
+            guard let self else { return }
+            guard case .failure(let e) = r else { self.scanError = nil; return }
+            if "\(e)" != self.scanError { self.log("scan: \(e)") }  // once per kind, not every tick
+            self.scanError = "\(e)"
+            self.noteControllerError(e)
+            // A controller still scanning for a host that went away (Bumble's
+            // keeps its scan across HCI Reset): stop it; the next tick scans again.
+            if case HCIError.commandFailed(_, .commandDisallowed) = e {
+                _ = st.host.submit(.leSetScanEnable(false, filterDuplicates: false))
+            }
+        }
+    }
+
+    /// A link is up: the owner sets it up (`Event.linkUp`).
+    func linkUp(_ dev: KeptDevice, _ link: Link) {
+        dev.link = link
+        dev.state = .settingUp
+        link.bearer.transactionTimeoutMs = 3000
+        log("\(dev.label): connected (handle 0x\(Hex.int(link.connection.handle, width: 4)))")
+        emit(.linkUp(dev, link))
+    }
+
+    /// A link went down (or its stack did, `force`): backoff, the accept list, scanning.
+    func linkDown(_ peer: DeviceAddress, reason: HCIStatus?, force: Bool = false) {
+        guard let dev = devices[peer.address], let link = dev.link else { return }
+        if force { link.l2cap.close() }
+        dev.link = nil
+        if let t = dev.releaseTimer { stack?.host.cancel(t) }
+        dev.releaseTimer = nil
+        let planned = dev.state == .releasing
+        dev.downAt = Instant.now()
+        if planned {
+            // An on-demand link let go: the device stays available.
+            dev.state = .idleOnDemand
+            log("\(dev.label): released (on demand)")
+            emit(.linkDown(dev, reason: reason, planned: true))
+            ensureScanning()
+            return
+        }
+        dev.state = .backingOff(until: Instant.now().adding(ms: dev.backoff.next()))
+        // From the accept list a device that was ready comes back at once: a
+        // pending connect costs nothing until it advertises (backoff only
+        // after a setup that failed).
+        if reconnectsFromAcceptList(dev), dev.attempts == 0 { dev.state = .wanted }
+        emit(.linkDown(dev, reason: reason, planned: false))
+        if stopping { return }
+        armAcceptList()
+        ensureScanning()
+    }
+}

@@ -1,0 +1,52 @@
+#if ATTLED_GATEWAY
+import Attled
+import AttledGateway
+import AttledLED
+
+/// `attled gateway`: the command line's options parsed into the library's
+/// `GatewayConfig`, the gateway run on the session's stack (the session
+/// reopens the controller after a fault and cleans up at the end).
+enum GatewayRun {
+    /// The gateway's configuration from the options.
+    /// - Throws: `RunError` (usage) for bad prefixes.
+    static func config(_ opts: Options) throws -> GatewayConfig {
+        var c = GatewayConfig(brokerHost: opts.mqttHost, brokerPort: opts.mqttPort, topicPrefix: opts.topicPrefix,
+                              discoveryPrefix: opts.discoveryPrefix, gatewayID: opts.gatewayID)
+        c.username = opts.mqttUser
+        c.passwordFile = opts.mqttPasswordFile
+        c.tlsCAFile = opts.mqttTLSCA
+        c.names = opts.names
+        c.addresses = opts.addresses
+        c.keeper.maxLinks = opts.maxLinks
+        c.keeper.useAcceptList = !opts.noAcceptList
+        c.security = opts.securityPolicy
+        c.verbose = opts.trace != .off
+        do { _ = try c.topics() } catch { throw RunError("\(error)", .usage) }
+        return c
+    }
+
+    /// The gateway on the session's stack (after `open`, which may have moved the cache and the bonds).
+    static func make(_ c: GatewayConfig, _ s: Session) throws -> Gateway {
+        guard let stack = s.stack else { throw RunError("no controller", .failure) }
+        do {
+            return try Gateway(config: c, stack: stack, bonds: s.bonds, cache: s.cache,
+                               reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() })
+        } catch let e as GatewayError {
+            throw RunError(e.description, .usage)
+        }
+    }
+
+    /// Runs until SIGINT/SIGTERM; a clean stop is the run's success.
+    static func run(_ g: Gateway, _ s: Session) throws {
+        do {
+            try g.run()
+        } catch let e as GatewayError {
+            throw RunError(e.description, .usage)
+        } catch HCIError.interrupted(let sig) where g.stopped {
+            s.sigintIsSuccess = true
+            s.quietSuccess = true
+            throw HCIError.interrupted(signal: sig)
+        }
+    }
+}
+#endif
