@@ -132,6 +132,9 @@ final class ScriptedController: HCITransport {
         }, replies: replies, once: once))
     }
 
+    /// Drops the rules for commands with this opcode (the controller stops answering them).
+    func removeRules(for op: HCIOpcode) { rules.removeAll { $0.label == "\(op)" } }
+
     /// Delivers packets on the next receives, without waiting for anything.
     func deliver(_ packets: HCIPacket...) { inbox += packets }
 

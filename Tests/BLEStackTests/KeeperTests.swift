@@ -1,0 +1,160 @@
+import Testing
+@testable import BLEWire
+@testable import BLEHCI
+@testable import BLEGAP
+@testable import Attled
+
+/// The device keeper (issue 20) on a scripted controller: no sockets, the
+/// keeper's decisions judged by the HCI commands it sends and its events.
+@Suite("DeviceKeeper: links that last")
+struct KeeperTests {
+    static let lamp = "C0:11:22:33:44:55"
+    static let lamp2 = "C0:11:22:33:44:66"
+
+    /// An ADV_IND from a random address `addr` ("C0:11:...") named `name`.
+    static func report(_ addr: String, _ name: String) -> HCIPacket {
+        let a = BDAddress(addr)!.bytes
+        let data: [UInt8] = [0x02, 0x01, 0x06, UInt8(name.utf8.count + 1), 0x09] + Array(name.utf8)
+        let params: [UInt8] = [0x02, 0x01, 0x00, 0x01] + a + [UInt8(data.count)] + data + [0xC4]
+        return HCIPacket(.event, [0x3E, UInt8(params.count)] + params)
+    }
+
+    /// LE Connection Complete for `addr` on `handle` (status 0: success).
+    static func connected(_ addr: String, handle: UInt8, status: UInt8 = 0) -> HCIPacket {
+        let a = BDAddress(addr)!.bytes
+        let params: [UInt8] = [0x01, status, handle, 0x00, 0x00, 0x01] + a + [0x06, 0x00, 0x00, 0x00, 0xC8, 0x00, 0x00]
+        return HCIPacket(.event, [0x3E, UInt8(params.count)] + params)
+    }
+
+    final class World {
+        let ctl: ScriptedController
+        let stack: BLEStack
+        let keeper: DeviceKeeper
+        var events: [String] = []
+        var work: Set<String> = []
+
+        init(policy: DeviceKeeper.Policy = { var p = DeviceKeeper.Policy(); p.useAcceptList = false; return p }(),
+             reopen: (() throws -> BLEStack)? = nil) throws {
+            ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
+            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
+            ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
+            ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+            stack = try BLEStack(transport: ctl)
+            stack.host.interruptible = false
+            stack.central.airRequests = []
+            keeper = DeviceKeeper(stack: stack, policy: policy, reopen: reopen)
+            keeper.wants = { $0.name?.hasPrefix("Lamp") == true }
+            keeper.hasWork = { [unowned self] d in self.work.contains(d.name ?? "") }
+            keeper.subscribe { [unowned self] e in
+                switch e {
+                case let .linkUp(d, _): self.events.append("up \(d.name ?? "?")")
+                case let .linkDown(d, _, planned): self.events.append("down \(d.name ?? "?")\(planned ? " planned" : "")")
+                case let .becameOnDemand(d, _): self.events.append("on demand \(d.name ?? "?")")
+                case .controllerLost: self.events.append("controller lost")
+                case .controllerBack: self.events.append("controller back")
+                }
+            }
+        }
+
+        func pump(ms: Int = 200, until done: () -> Bool = { false }) throws {
+            _ = try stack.host.pump(until: Instant.now().adding(ms: ms), done)
+        }
+
+        func device(_ addr: String) throws -> KeptDevice { try #require(keeper.devices[BDAddress(addr)!]) }
+
+        /// Opcodes of LE Create Connection sent so far, with their peer address.
+        var connectsSent: [String] {
+            ctl.sent.filter { $0.type == .command && $0.bytes.count >= 15 && $0.bytes[0] == 0x0D && $0.bytes[1] == 0x20 }
+                .map { BDAddress(wire: Array($0.bytes[9..<15])).description }
+        }
+    }
+
+    @Test("a wanted device is adopted on its first report and connected (scan stopped first); an unwanted one is not; ready makes it kept; a drop backs it off")
+    func adoptConnectReadyDrop() throws {
+        let w = try World()
+        w.keeper.attach(w.stack)
+        try w.pump(ms: 50)
+        #expect(w.stack.central.isScanning)
+        w.ctl.deliver(Self.report("00:1B:DC:01:02:03", "Other"), Self.report(Self.lamp, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        #expect(w.connectsSent == [Self.lamp])
+        // The scan was stopped first (LE Set Scan Enable 0x00 just before LE Create Connection).
+        let ops = w.ctl.sentOpcodes
+        let at = try #require(ops.firstIndex(of: 0x200D))
+        #expect(ops[..<at].last == 0x200C && w.ctl.sentHex(.command).contains("01 0c 20 02 00 00"))
+        let d = try w.device(Self.lamp)
+        #expect(d.state == .connecting || d.state == .settingUp)
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 1))
+        try w.pump { w.events == ["up Lamp1"] }
+        #expect(w.events == ["up Lamp1"])
+        #expect(w.keeper.devices.count == 1)
+        #expect(d.state == .settingUp && d.link != nil && d.attempts == 1)
+        w.keeper.ready(d)
+        #expect(d.state == .ready && d.attempts == 0 && d.connectedAt != nil)
+        w.ctl.deliver(h4("04 05 04 00 01 00 13"))
+        try w.pump { w.events.count == 2 }
+        #expect(w.events == ["up Lamp1", "down Lamp1"])
+        guard case .backingOff = d.state else { Issue.record("state \(d.state)"); return }
+        #expect(d.link == nil && w.keeper.linkCount == 0)
+    }
+
+    @Test("Connection Limit Exceeded with a link up: capacity 1 learned, both devices on demand (a slot kept free), the kept link released; need() connects only with work")
+    func capacityAndOnDemand() throws {
+        let w = try World()
+        w.ctl.when(command: .disconnect, reply: [Ev.status(.disconnect), h4("04 05 04 00 01 00 16")])
+        w.keeper.attach(w.stack)
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 1))
+        try w.pump { w.events == ["up Lamp1"] }
+        w.keeper.ready(try w.device(Self.lamp))
+        // The second lamp: the controller has no room for it.
+        w.ctl.deliver(Self.report(Self.lamp2, "Lamp2"))
+        try w.pump { w.connectsSent.count == 2 }
+        #expect(w.connectsSent.last == Self.lamp2)
+        w.ctl.deliver(Self.connected(Self.lamp2, handle: 0, status: 0x09))
+        try w.pump { w.events.contains("down Lamp1 planned") }
+        #expect(w.keeper.capacity == 1)
+        #expect(w.events == ["up Lamp1", "on demand Lamp2", "on demand Lamp1", "down Lamp1 planned"])
+        let d1 = try w.device(Self.lamp), d2 = try w.device(Self.lamp2)
+        #expect(d1.mode == .onDemand && d2.mode == .onDemand)
+        #expect(d1.state == .idleOnDemand && d1.link == nil)
+        // No work: need() makes no attempt; with work it connects.
+        let before = w.connectsSent.count
+        w.keeper.need(d2)
+        try w.pump(ms: 50)
+        #expect(w.connectsSent.count == before)
+        w.work = ["Lamp2"]
+        w.keeper.need(d2)
+        try w.pump { w.connectsSent.count == before + 1 }
+        #expect(w.connectsSent.last == Self.lamp2)
+    }
+
+    @Test("a command the controller never answers: the controller is lost, the stack closed and reopened, the run goes on on the new one")
+    func controllerReopen() throws {
+        var policy = DeviceKeeper.Policy()
+        policy.useAcceptList = false
+        policy.controllerBackoff = Backoff(initialMs: 1, maxMs: 1)
+        var second: BLEStack?
+        var reopened = 0
+        let w = try World(policy: policy, reopen: {
+            reopened += 1
+            let ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
+            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
+            ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
+            let s = try BLEStack(transport: ctl)
+            s.host.interruptible = false
+            second = s
+            return s
+        })
+        // The first controller answers nothing from now on (its scan enable times out).
+        w.stack.host.commandTimeoutMs = 100
+        w.ctl.removeRules(for: .leSetScanParameters)
+        w.keeper.subscribe { [weak keeper = w.keeper] e in if case .controllerBack = e { keeper?.stop() } }
+        try w.keeper.run()
+        #expect(reopened == 1)
+        #expect(w.events == ["controller lost", "controller back"])
+        #expect(w.ctl.closed)
+        #expect(w.keeper.stack === second && second != nil)
+    }
+}
