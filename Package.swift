@@ -79,7 +79,7 @@ let package = Package(
         .target(name: "CMosquittoLoader", linkerSettings: [.linkedLibrary("dl")]),
         // MQTT client over libmosquitto driven by the owner's poll loop, Home
         // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
-        .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "AttledJSON", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
+        .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "AttledJSON", "LEDProfile", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
         // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
         .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "BLEMQTT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",

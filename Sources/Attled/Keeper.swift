@@ -45,6 +45,9 @@ public final class DeviceKeeper {
         public var acceptIgnoredAfterMs = 1_500
         /// The period of the housekeeping tick (scanning, the accept list).
         public var tickMs = 500
+        /// Devices beyond the slots are connected on demand (false: they wait
+        /// until a slot is free, for an app that keeps one device at a time).
+        public var onDemandBeyondSlots = true
 
         public init() {}
     }
@@ -61,6 +64,8 @@ public final class DeviceKeeper {
         case controllerLost(why: String)
         /// The controller was opened again.
         case controllerBack(BLEStack)
+        /// A pending LE Create Connection from the Filter Accept List waits for these devices.
+        case waitingFromAcceptList([KeptDevice])
     }
 
     /// A subscription, for `cancel`.
@@ -221,7 +226,8 @@ public final class DeviceKeeper {
         guard let reopen else { throw HCIError.closed }
         while !stopping {
             do {
-                try loop.sleep(until: Instant.now().adding(ms: controllerBackoff.next()))
+                // The loop serves the owner's descriptors and timers meanwhile; stop() ends the wait.
+                _ = try loop.run(until: Instant.now().adding(ms: controllerBackoff.next())) { stopping }
             } catch EventLoopError.interrupted(let sig) {
                 throw HCIError.interrupted(signal: sig)
             }

@@ -107,6 +107,7 @@ extension DeviceKeeper {
             self.acceptWatch.reset()
             let labels = peers.map { self.devices[$0.address]?.label ?? $0.address.description }
             self.log("waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
+            self.emit(.waitingFromAcceptList(peers.compactMap { self.devices[$0.address] }))
             let f = stack.central.startAcceptListConnect(peers, parameters: .oneShot)
             // Armed once the connect is queued: a change of the set cancels it from now on.
             self.acceptArming = false

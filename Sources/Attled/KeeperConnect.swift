@@ -44,7 +44,7 @@ extension DeviceKeeper {
             guard hasWork(dev) else { return }
             if let l = slotLimit, linkCount >= l { return }
         } else if let l = permanentLimit, linkCount >= l {
-            if slotLimit != nil {
+            if slotLimit != nil, policy.onDemandBeyondSlots {
                 becomeOnDemand(dev, because: "\(linkCount) link(s) are all the controller or --max-links allow")
             }
             return
@@ -71,7 +71,7 @@ extension DeviceKeeper {
                 case .success(let link): if let link { self.linkUp(dev, link) }
                 case .failure(let e):
                     self.noteControllerError(e)
-                    if Self.isFull(e), self.linkCount > 0 {
+                    if Self.isFull(e), self.linkCount > 0, self.policy.onDemandBeyondSlots {
                         // The controller holds no more links: that is its capacity.
                         self.capacity = self.linkCount
                         self.log("controller: it holds \(self.linkCount) link(s) (\(e))")

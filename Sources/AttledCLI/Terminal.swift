@@ -21,6 +21,8 @@ final class Terminal {
     let input = InputQueue()
     private var loop: EventLoop?
     private var stdinWatch: EventLoop.Token?
+    /// Called on the loop when keys arrived or stdin closed.
+    var onInput: (() -> Void)?
 
     /// Bytes typed since the last `take()`; `eof` once stdin closed.
     final class InputQueue: Sendable {
@@ -75,9 +77,11 @@ final class Terminal {
             input.eof.store(true, ordering: .relaxed)
             if let t = stdinWatch { loop?.cancel(t) }
             stdinWatch = nil
+            onInput?()
             return
         }
         input.bytes.withLock { $0 += buf[0..<n] }
+        onInput?()
     }
 
     /// Splits input bytes into keys. Incomplete escape sequences at the end are

@@ -16,6 +16,7 @@
 // - availability entries default to the payloads `online` / `offline`; with
 //   `availability_mode: all` an entity is available only while every listed topic says `online`.
 
+import LEDProfile
 import BLEWire
 import AttledJSON
 
@@ -321,15 +322,6 @@ public enum HomeAssistant {
         }
         return s
     }
-}
-
-/// The harness's two buttons and the 1-byte commands that press and release them.
-public enum HarnessButton: Int, Sendable, Equatable {
-    case one = 1, two = 2
-    public var pressByte: UInt8 { self == .one ? 0x01 : 0x03 }
-    public var releaseByte: UInt8 { self == .one ? 0x00 : 0x04 }
-    /// Milliseconds between the press and the release.
-    public static let holdMs = 400
 }
 
 // MARK: - Light commands

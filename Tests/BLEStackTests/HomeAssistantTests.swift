@@ -1,6 +1,7 @@
 import Testing
 import BLEWire
 @testable import BLEMQTT
+import LEDProfile
 import AttledJSON
 
 private func topics(_ prefix: String = "attled", _ discovery: String = "homeassistant") throws -> HATopics {

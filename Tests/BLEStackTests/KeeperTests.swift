@@ -52,6 +52,7 @@ struct KeeperTests {
                 case let .becameOnDemand(d, _): self.events.append("on demand \(d.name ?? "?")")
                 case .controllerLost: self.events.append("controller lost")
                 case .controllerBack: self.events.append("controller back")
+                case .waitingFromAcceptList: self.events.append("accept list")
                 }
             }
         }
