@@ -123,7 +123,7 @@ public final class DeviceKeeper {
         self.loop = stack.host.loop
         self.policy = policy
         self.reopen = reopen
-        self.close = close ?? { s in s.host.commandTimeoutMs = 500; s.close() }
+        self.close = close ?? { s in s.close(commandTimeoutMs: 500) }
         controllerBackoff = policy.controllerBackoff
         acceptWatch = AcceptListWatch(deadlineMs: policy.acceptIgnoredAfterMs)
     }

@@ -131,17 +131,36 @@ public final class BLEStack {
     // MARK: closing
 
     /// Stops scanning, cancels connection attempts, disconnects every link
-    /// (bounded waits), closes the host and the transport. Never throws. Idempotent.
-    public func close() {
+    /// (reason 0x13, each wait bounded), resets a controller that reported a
+    /// Hardware Error (so nothing is left behind), closes the host and the
+    /// transport. Never throws. Idempotent.
+    /// - Parameters:
+    ///   - commandTimeoutMs: the bound on each command from now on (a
+    ///     controller that stopped answering costs this much per command).
+    ///   - warning: told what could not be undone (a link that may still be up).
+    public func close(commandTimeoutMs: Int = 1000, warning: ((String) -> Void)? = nil) {
         guard !closed else { return }
         closed = true
         host.interruptible = false
+        host.commandTimeoutMs = commandTimeoutMs
+        var hardwareError = false
+        if case .hardwareError? = host.failure { hardwareError = true }
         if host.recoverForCleanup() {
-            if central.isScanning { try? central.stopScan() }
-            central.abortConnects()
-            for c in central.connections.values.sorted(by: { $0.handle < $1.handle }) where c.isConnected {
-                try? central.disconnect(c, timeoutMs: 1000)
+            if central.isScanning {
+                do { try central.stopScan() } catch { warning?("could not stop scanning: \(error)") }
             }
+            central.abortConnects()
+            // Every link, including one that completed during a failure.
+            for c in central.connections.values.sorted(by: { $0.handle < $1.handle }) where c.isConnected {
+                let h = "handle 0x\(Hex.int(c.handle, width: 4))"
+                do {
+                    try central.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
+                    if c.isConnected { warning?("no Disconnection Complete for \(h) within 1000 ms: the link may still be up") }
+                } catch {
+                    warning?("Disconnect of \(h) failed: \(error)")
+                }
+            }
+            if hardwareError { _ = try? host.execute(.reset, timeoutMs: 1000) }
         }
         host.close()
         transport.close()

@@ -186,35 +186,12 @@ final class Session {
         report.end()
     }
 
-    /// Stops scanning, cancels/disconnects, closes the transport. Never throws; bounded in time.
-    /// After a Hardware Error the controller is still reachable: the links are
-    /// disconnected and the controller reset, so nothing is left behind.
+    /// Stops scanning, cancels/disconnects, closes the transport (the
+    /// library's `BLEStack.close`, its warnings printed). Never throws; bounded in time.
     func cleanup() {
-        guard let s = stack, let h = host, let central = central else { transport?.close(); snoop?.close(); return }
-        h.interruptible = false
-        h.commandTimeoutMs = 1000
-        var hardwareError = false
-        if case .hardwareError? = h.failure { hardwareError = true }
-        if h.recoverForCleanup() {
-            if central.isScanning {
-                do { try central.stopScan() } catch { Console.err("attled: warning: could not stop scanning: \(error)") }
-            }
-            central.abortConnects()
-            // Every link this process holds, including one that completed during a failure.
-            for c in central.connections.values.sorted(by: { $0.handle < $1.handle }) where c.isConnected {
-                do {
-                    try central.disconnect(c, reason: .remoteUserTerminated, timeoutMs: 1000)
-                    if c.isConnected {
-                        Console.err("attled: warning: no Disconnection Complete for handle 0x\(Hex.int(c.handle, width: 4)) within 1000 ms: the link may still be up")
-                    }
-                } catch {
-                    Console.err("attled: warning: Disconnect of handle 0x\(Hex.int(c.handle, width: 4)) failed: \(error)")
-                }
-            }
-            if hardwareError { _ = try? h.execute(.reset, timeoutMs: 1000) }
-        }
+        guard let s = stack else { transport?.close(); snoop?.close(); return }
+        s.close(warning: { Console.err("attled: warning: " + $0) })
         if opts.trace != .off { for l in tracedLinks { printTiming(l) } }
-        s.close()
         snoop?.close()
         transport = nil
     }
@@ -242,10 +219,7 @@ final class Session {
     /// Error too); a controller that stopped answering costs each command
     /// 500 ms at most.
     func closeStack() {
-        if let old = stack {
-            old.host.commandTimeoutMs = 500
-            old.close()
-        }
+        stack?.close(commandTimeoutMs: 500)
         stack = nil
         transport = nil
     }

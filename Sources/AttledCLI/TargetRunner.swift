@@ -45,7 +45,7 @@ final class TargetRunner {
         for j in jobs {
             if let a = j.target.address {
                 launch(j, stack, a)
-            } else if let name = j.target.name, opts.scanService == nil, let c = s.cache, let known = c.address(forName: name) {
+            } else if let (name, known) = cachedAddress(j.target) {
                 launch(j, stack, known, cachedName: name)
             } else {
                 j.report.begin(.scan)
@@ -114,8 +114,7 @@ final class TargetRunner {
                 if let n = j.target.name, self.opts.scanService == nil { self.s.cache?.remember(name: n, link.peer) }
                 j.run(on: link)
             case .failure(let e as GAPError) where cachedName != nil:
-                j.report.progress("cached address \(address) for '\(cachedName!)' did not answer (\(e)); scanning")
-                self.s.cache?.forget(name: cachedName!)
+                self.cachedAddressFailed(cachedName!, address, e, j.report)
                 self.claimed.remove(address.address)
                 j.waitAgain()
                 j.report.begin(.scan)
@@ -155,7 +154,22 @@ final class TargetRunner {
         }
     }
 
-    // MARK: one target, blocking (gatt, ui)
+    // MARK: the cached address of a named target
+
+    /// Where the cache says a named target was last (not with --service: the
+    /// name alone is not the whole filter then). Tried first, briefly.
+    func cachedAddress(_ t: Target) -> (name: String, address: DeviceAddress)? {
+        guard let name = t.name, opts.scanService == nil, let known = s.cache?.address(forName: name) else { return nil }
+        return (name, known)
+    }
+
+    /// The cached address did not answer: forget it; the caller scans.
+    func cachedAddressFailed(_ name: String, _ address: DeviceAddress, _ e: GAPError, _ r: Report) {
+        r.progress("cached address \(address) for '\(name)' did not answer (\(e)); scanning")
+        s.cache?.forget(name: name)
+    }
+
+    // MARK: one target, blocking (gatt)
 
     /// Finds and connects the single target (gatt): its address, the cached
     /// address for its name, or a scan.
@@ -166,7 +180,7 @@ final class TargetRunner {
         let t = Target.from(opts)[0]
         let r = s.report
         var address = t.address
-        if address == nil, let name = t.name, opts.scanService == nil, let c = s.cache, let known = c.address(forName: name) {
+        if address == nil, let (name, known) = cachedAddress(t) {
             r.begin(.connect)
             do {
                 let link = try stack.connect(to: known, timeoutMs: s.remaining(max: min(connectMs, 1000)))
@@ -174,8 +188,7 @@ final class TargetRunner {
                 s.tracedLinks.append(link)
                 return link
             } catch let e as GAPError {
-                r.progress("cached address \(known) for '\(name)' did not answer (\(e)); scanning")
-                c.forget(name: name)
+                cachedAddressFailed(name, known, e, r)
             }
         }
         if address == nil {
