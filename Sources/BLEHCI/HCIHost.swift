@@ -55,35 +55,35 @@ public final class HCIHost {
         var completion: CommandCompletion
     }
 
-    private var queued: [Pending] = []
-    private var inFlight: [Pending] = []
+    var queued: [Pending] = []
+    var inFlight: [Pending] = []
     /// Num_HCI_Command_Packets: how many commands the controller accepts now.
     public private(set) var commandCredits = 1
 
     // ACL flow control.
     /// The controller's ACL data packet length (fragment size).
-    public private(set) var aclMaxLength = 27
+    public internal(set) var aclMaxLength = 27
     /// The controller's number of ACL buffers.
-    public private(set) var aclTotalPackets = 1
+    public internal(set) var aclTotalPackets = 1
     /// Buffers free now.
-    public private(set) var aclCredits = 1
+    public internal(set) var aclCredits = 1
     /// Fragments waiting for credits, per connection handle; served round-robin.
-    private var aclQueues: [UInt16: [ACLPacket]] = [:]
-    private var aclOrder: [UInt16] = []
-    private var aclOutstanding: [UInt16: Int] = [:]
+    var aclQueues: [UInt16: [ACLPacket]] = [:]
+    var aclOrder: [UInt16] = []
+    var aclOutstanding: [UInt16: Int] = [:]
 
-    private var nextToken: UInt64 = 1
-    private var eventHandlers: [(HostToken, (HCIEvent) -> Void)] = []
-    private var aclHandlers: [(HostToken, (ACLPacket) -> Void)] = []
-    private var undecodableHandlers: [(HostToken, (HCIPacket, WireError) -> Void)] = []
-    private var closeHandlers: [(HostToken, (HCIError) -> Void)] = []
+    var nextToken: UInt64 = 1
+    var eventHandlers: [(HostToken, (HCIEvent) -> Void)] = []
+    var aclHandlers: [(HostToken, (ACLPacket) -> Void)] = []
+    var undecodableHandlers: [(HostToken, (HCIPacket, WireError) -> Void)] = []
+    var closeHandlers: [(HostToken, (HCIError) -> Void)] = []
 
     struct Timer {
         var token: HostToken
         var due: Instant
         var action: () -> Void
     }
-    private var timers: [Timer] = []
+    var timers: [Timer] = []
 
     /// Set once the transport has failed or the host was closed; every later call fails with it.
     public private(set) var failure: HCIError?
@@ -99,7 +99,7 @@ public final class HCIHost {
 
     // MARK: registration
 
-    private func token() -> HostToken {
+    func token() -> HostToken {
         defer { nextToken += 1 }
         return HostToken(id: nextToken)
     }
@@ -189,7 +189,7 @@ public final class HCIHost {
         return false
     }
 
-    private func fail(_ e: HCIError) {
+    func fail(_ e: HCIError) {
         guard failure == nil else { return }
         failure = e
         // The loop goes on without this host (a program may serve other
@@ -208,7 +208,7 @@ public final class HCIHost {
         for (_, h) in hs { h(e) }
     }
 
-    private func clearACL() {
+    func clearACL() {
         aclQueues.removeAll(); aclOrder.removeAll(); aclOutstanding.removeAll()
         aclCredits = aclTotalPackets
     }
@@ -268,7 +268,7 @@ public final class HCIHost {
         _ = try execute(command, timeoutMs: timeoutMs)
     }
 
-    private func flushCommands() {
+    func flushCommands() {
         while commandCredits > 0, !queued.isEmpty, failure == nil {
             let p = queued.removeFirst()
             commandCredits -= 1
@@ -281,97 +281,11 @@ public final class HCIHost {
         }
     }
 
-    // MARK: ACL
-
-    /// Sends an L2CAP PDU (basic header included) on `handle`, split into
-    /// fragments of the controller's LE ACL size and metered by its buffer
-    /// credits. Connections take turns for credits, one fragment each.
-    public func sendACL(handle: UInt16, pdu: [UInt8]) {
-        guard failure == nil else { return }
-        var offset = 0
-        var first = true
-        var frags: [ACLPacket] = []
-        repeat {
-            let n = min(aclMaxLength, pdu.count - offset)
-            frags.append(ACLPacket(handle: handle, boundary: first ? .firstNonFlushable : .continuing,
-                                   data: Array(pdu[offset..<offset + n])))
-            offset += n
-            first = false
-        } while offset < pdu.count
-        if aclQueues[handle] == nil { aclOrder.append(handle) }
-        aclQueues[handle, default: []] += frags
-        flushACL()
-    }
-
-    private func flushACL() {
-        while aclCredits > 0, failure == nil, !aclOrder.isEmpty {
-            let handle = aclOrder.removeFirst()
-            guard var q = aclQueues[handle], !q.isEmpty else { aclQueues[handle] = nil; continue }
-            let p = q.removeFirst()
-            if q.isEmpty { aclQueues[handle] = nil } else { aclQueues[handle] = q; aclOrder.append(handle) }
-            aclCredits -= 1
-            aclOutstanding[p.handle, default: 0] += 1
-            do { try emit(p.packet) } catch { return }
-        }
-    }
-
-    /// ACL packets for `handle` queued or not yet confirmed by Number Of Completed Packets.
-    public func unacknowledgedACL(handle: UInt16) -> Int {
-        aclOutstanding[handle, default: 0] + (aclQueues[handle]?.count ?? 0)
-    }
-
-    /// Completes once every ACL packet queued for `handle` so far has been
-    /// confirmed sent by Number Of Completed Packets (for example after Write
-    /// Commands, before disconnecting), or the handle was released.
-    /// - Returns: a future that fails only when the host fails.
-    public func startDrain(handle: UInt16, timeoutMs: Int = 5000) -> Future<Void> {
-        let f = Future<Void>()
-        if unacknowledgedACL(handle: handle) == 0 { f.succeed(()); return f }
-        if let e = failure { f.fail(e); return f }
-        // A deadline like every other wait: a controller that never reports
-        // these packets completed (a link gone quiet) must not hold it forever.
-        let t = schedule(afterMs: timeoutMs) { [weak self] in
-            guard let self, !f.isComplete else { return }
-            let n = self.unacknowledgedACL(handle: handle)
-            self.drainWaiters.removeAll { $0.1 === f }
-            f.fail(ACLDrainTimeout(handle: handle, packets: n, ms: timeoutMs))
-        }
-        drainWaiters.append((handle, f, t))
-        return f
-    }
-    private var drainWaiters: [(UInt16, Future<Void>, HostToken)] = []
-
-    private func checkDrains() {
-        guard !drainWaiters.isEmpty else { return }
-        var keep: [(UInt16, Future<Void>, HostToken)] = []
-        var done: [(Future<Void>, HostToken)] = []
-        for (h, f, t) in drainWaiters {
-            if unacknowledgedACL(handle: h) == 0 { done.append((f, t)) } else { keep.append((h, f, t)) }
-        }
-        drainWaiters = keep
-        for (f, t) in done { cancel(t); f.succeed(()) }
-    }
-
-    /// Sets the ACL buffer geometry (from LE Read Buffer Size / Read Buffer Size).
-    public func setACLBuffers(length: Int, packets: Int) {
-        aclMaxLength = max(1, length)
-        aclTotalPackets = max(1, packets)
-        aclCredits = max(0, aclTotalPackets - aclOutstanding.values.reduce(0, +))
-    }
-
-    /// Forgets the queued and unacknowledged packets of a handle (after disconnection
-    /// the controller flushes them, and their credits come back).
-    public func releaseHandle(_ handle: UInt16) {
-        let n = aclOutstanding.removeValue(forKey: handle) ?? 0
-        aclQueues[handle] = nil
-        aclOrder.removeAll { $0 == handle }
-        aclCredits = min(aclTotalPackets, aclCredits + n)
-        checkDrains()
-    }
+    var drainWaiters: [(UInt16, Future<Void>, HostToken)] = []
 
     // MARK: the loop
 
-    private func emit(_ packet: HCIPacket) throws {
+    func emit(_ packet: HCIPacket) throws {
         if !observers.isEmpty {
             let now = Instant.now()
             for o in observers { o.observe(packet, direction: .sent, at: now) }
@@ -417,7 +331,7 @@ public final class HCIHost {
     }
 
     /// Command deadlines and timers that have passed.
-    private func runDue(_ now: Instant) {
+    func runDue(_ now: Instant) {
         var expired: [Pending] = []
         inFlight.removeAll { p in
             if p.deadline <= now { expired.append(p); return true }
@@ -465,7 +379,7 @@ public final class HCIHost {
         }
     }
 
-    private func handleEvent(_ ev: HCIEvent) {
+    func handleEvent(_ ev: HCIEvent) {
         switch ev {
         case .commandComplete(let cc):
             commandCredits = Int(cc.numCommandPackets)
@@ -500,60 +414,5 @@ public final class HCIHost {
         for (t, h) in hs where eventHandlers.contains(where: { $0.0 == t }) { h(ev) }
         flushCommands()
         flushACL()
-    }
-}
-
-/// ACL data sent on a connection was not reported completed (Number Of
-/// Completed Packets) within the deadline of `HCIHost.startDrain`.
-public struct ACLDrainTimeout: Error, Hashable, Sendable, CustomStringConvertible {
-    public var handle: UInt16
-    /// Packets still unacknowledged when the deadline passed.
-    public var packets: Int
-    public var ms: Int
-    /// - Returns: the timeout for `handle` with `packets` still outstanding after `ms`.
-    public init(handle: UInt16, packets: Int, ms: Int) { self.handle = handle; self.packets = packets; self.ms = ms }
-    public var description: String {
-        "the controller did not confirm \(packets) packet(s) sent on handle 0x\(Hex.int(handle, width: 4)) within \(ms) ms: the link has gone quiet (out of range?)"
-    }
-}
-
-/// `HCIHost.wait(_:until:)` reached its deadline before the future completed.
-public struct WaitTimeout: Error, Sendable, CustomStringConvertible {
-    /// - Returns: a WaitTimeout.
-    public init() {}
-    public var description: String { "the operation did not complete in time" }
-}
-
-// The loop blocks in the transport while this host drives it.
-extension HCIHost: EventLoopDriver {
-    public func prepare(now: Instant) throws -> Instant? {
-        if let f = failure { throw f }
-        flushCommands()
-        flushACL()
-        runDue(now)
-        if let f = failure { throw f }
-        var due: Instant?
-        for p in inFlight where due.map({ p.deadline < $0 }) ?? true { due = p.deadline }
-        for p in queued where due.map({ p.deadline < $0 }) ?? true { due = p.deadline }
-        for t in timers where due.map({ t.due < $0 }) ?? true { due = t.due }
-        return due
-    }
-
-    public func block(timeoutMs: Int, wakeFD: Int32) throws -> Bool {
-        let result: ReceiveResult
-        do {
-            result = try transport.receive(timeoutMs: timeoutMs, wakeFD: wakeFD)
-        } catch let e as TransportError {
-            fail(.transport(e))
-            throw HCIError.transport(e)
-        }
-        switch result {
-        case .packet(let p):
-            handle(p)
-            if let f = failure { throw f }
-            return false
-        case .timeout: return false
-        case .woken: return true
-        }
     }
 }

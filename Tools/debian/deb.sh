@@ -19,8 +19,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 OUT=$ROOT/.build/deb
 # The maintainer: the repository's author of record (MAINTAINER overrides).
 MAINTAINER=${MAINTAINER:-$(git -C "$ROOT" log -1 --format='%an <%ae>' 2>/dev/null || echo "attled maintainers <attled@example.org>")}
-VERSION=$(sed -n 's/.*static let version = "attled \([0-9][0-9.]*\)".*/\1/p' "$ROOT/Sources/AttledCLI/Options.swift")
-[ -n "$VERSION" ] || die "cannot read the version from Sources/AttledCLI/Options.swift"
+VERSION=$(sed -n 's/.*static let string = "\([0-9][0-9.]*\)".*/\1/p' "$ROOT/Sources/BLEWire/Version.swift")
+[ -n "$VERSION" ] || die "cannot read the version from Sources/BLEWire/Version.swift"
 
 # The arm64 binary (and the chroot, and the amd64 sources in it).
 "$ROOT/Tools/debian/arm64.sh" >"$CACHE/deb-arm64.log" 2>&1 || { tail -20 "$CACHE/deb-arm64.log"; die "make arm64 failed"; }
