@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """vworld: a virtual Bluetooth LE world for testing attled.
 
 One process, one Bumble LocalLink (the "air"), and on it:
@@ -13,7 +12,7 @@ One process, one Bumble LocalLink (the "air"), and on it:
   attached is refused (closed at once, "host_refused" event).
 * LED peripherals (``--device NAME:PROFILE[:key=value,...]``, repeatable): a
   Bumble Device with the pycom / particle / harness GATT profile on its own
-  virtual controller (see ledperipheral.py for the options and behaviour),
+  virtual controller (see attledtools.peers for the options and behaviour),
   or with profile ``gattdb``: a random GATT database built from a seed
   (``NAME:gattdb:seed=N[,mtu=23,last_ffff=1,...]``), which prints its whole
   database as a "gatt_database" event before "ready" (see gattdb.py).
@@ -48,7 +47,7 @@ flushed.  Each line has "event" and "t" (seconds since start).  Main events:
   conn_update, conn_update_response, conn_update_timeout, conn_params,
   l2cap_signal, security_request, smp, pairing, encryption, ltk_request,
   bonds_forgotten, write_dropped, h4_error, exit (see
-  ledperipheral.LedPeripheral).
+  attledtools.peers.peripheral.LedPeripheral).
 
 Controller faults (``--host-fault``, see HOST_FAULT_HELP) make the host
 controllers misbehave: a command answered with an error status, a command
@@ -57,10 +56,10 @@ reads commands from stdin, one per line, to inject faults mid-run (a Hardware
 Error, the host's transport closed); see STDIN_HELP.
 
 Peripheral faults (``--device NAME:PROFILE:fault_KIND=...``) are described in
-ledperipheral.FAULT_HELP (also printed by --help).  Security options
+attledtools.peers.faultspec.FAULT_HELP (also printed by --help).  Security options
 (``secure=enc``, ``pairing=sc|legacy``, ``forget_bonds=N``; events pairing,
 encryption, ltk_request, bonds_forgotten, write_dropped) are described in
-ledperipheral.SECURITY_HELP (also printed by --help).
+attledtools.peers.options.SECURITY_HELP (also printed by --help).
 
 SIGTERM / SIGINT end it cleanly (exit 0); with --exit-on-stdin-eof it also
 ends when stdin closes; --lifetime SEC is a hard upper bound on its life.
@@ -77,24 +76,21 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-# Allow "python Tools/vworld.py" and "import vworld" from anywhere.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bumble import core, hci, ll
+from bumble.controller import Controller
+from bumble.host import Host
+from bumble.link import LocalLink
+from bumble.snoop import BtSnooper, Snooper
+from bumble.transport import open_transport
+from bumble.transport.common import AsyncPipeSink, PacketParser
 
-from bumble import core, hci, ll  # noqa: E402
-from bumble.controller import Controller  # noqa: E402
-from bumble.host import Host  # noqa: E402
-from bumble.link import LocalLink  # noqa: E402
-from bumble.snoop import BtSnooper, Snooper  # noqa: E402
-from bumble.transport import open_transport  # noqa: E402
-from bumble.transport.common import AsyncPipeSink, PacketParser  # noqa: E402
-
-from rcworld import RootCanal  # noqa: E402
-from ledperipheral import (  # noqa: E402
-    FAULT_HELP, SECURITY_HELP, LedPeripheral, PeripheralOptions, build_advertising_data, make_peripheral,
-)
+from attledtools.drivers.rcworld import RootCanal
+from attledtools.peers.advertising import build_advertising_data
+from attledtools.peers.faultspec import FAULT_HELP
+from attledtools.peers.options import SECURITY_HELP, PeripheralOptions
+from attledtools.peers.peripheral import LedPeripheral, make_peripheral
 
 logger = logging.getLogger("vworld")
 
@@ -551,7 +547,7 @@ def parse_args(argv=None):
         "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B\n"
         "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n"
         "secure=enc pairing=sc|legacy forget_bonds=N (see below)\n"
-        "gattdb profile: seed=N last_ffff=1 (see Tools/gattdb.py)\n\n"
+        "gattdb profile: seed=N last_ffff=1 (see attledtools.peers.gattdb)\n\n"
         + FAULT_HELP + "\n" + SECURITY_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -570,7 +566,7 @@ def parse_args(argv=None):
                         help="host controllers keep public address 00:00:00:00:00:00 (Bumble's default)")
     parser.add_argument("--controller", choices=("bumble", "rootcanal"), default="bumble",
                         help="whose controllers: Bumble's (in process, default) or Android's Root Canal "
-                        "(a rootcanal process; every --host is a client of its HCI port, see rootcanal.py)")
+                        "(a rootcanal process; every --host is a client of its HCI port, see rcworld.py)")
     parser.add_argument("--rootcanal-sniffer", action="store_true",
                         help="Root Canal writes a pcap per controller; its directory is in the ready line "
                         "and is kept")

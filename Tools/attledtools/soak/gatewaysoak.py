@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """make soak-gateway: `attled gateway` under a long command stream, with the
 devices and the broker restarted at random times (issue 12).
 
@@ -54,15 +53,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worldproc import WorldProcess  # noqa: E402
-from mqttbroker import Broker, Msg, Watcher  # noqa: E402
-from attledproc import AttledProcess  # noqa: E402
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
 
-import paho.mqtt.client as mqtt  # noqa: E402
-from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+from attledtools import REPO_ROOT
+from attledtools.drivers.attledproc import AttledProcess
+from attledtools.drivers.mqttbroker import Broker, Msg, Watcher
+from attledtools.drivers.worldproc import WorldProcess
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 PREFIX = "attled"
 
 # name, profile, address (static random, fixed across restarts)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """gattdb: a Bumble peripheral whose GATT database is built at random from a seed.
 
 The test peer for attled's general GATT tool (issue 14): discovery, reads and
@@ -12,7 +11,7 @@ In a world (vworld ``--device NAME:gattdb[:key=value,...]``)
 Keys of this profile: ``seed=N`` (default 1), ``last_ffff=1`` (shift the
 generated services so that the database ends at handle 0xFFFF; Bumble's own
 GAP and GATT services stay at 0x0001.., so there is a gap of unused handles
-in between).  Every key of the LED peripherals works too (ledperipheral.py):
+in between).  Every key of the LED peripherals works too (options.py):
 ``mtu=23`` caps the server's ATT_MTU (and the peer sends its own Exchange MTU
 Request), ``interval=MS``, ``addr=..``, and the ``fault_KIND=REQ[#N]`` faults;
 ``fault_corrupt=prepare_write#N`` flips the last byte of the N-th Prepare
@@ -28,7 +27,7 @@ It advertises its name only (Complete Local Name, plus Flags when they fit).
 
 Standalone
 ----------
-    python Tools/gattdb.py --seed N --dump [--last-ffff] [--name NAME]
+    PYTHONPATH=Tools python -m attledtools.peers.gattdb --seed N --dump [--last-ffff] [--name NAME]
 
 prints the database JSON (below) on one line and exits, without any world.
 The same options give the same database, handle for handle, as the peer in a
@@ -123,15 +122,12 @@ import struct
 import sys
 import uuid as uuidlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bumble import att  # noqa: E402
-from bumble.core import UUID  # noqa: E402
-from bumble.device import Device, DeviceConfiguration  # noqa: E402
-from bumble.gatt import (  # noqa: E402
+from bumble import att
+from bumble.core import UUID
+from bumble.device import Device, DeviceConfiguration
+from bumble.gatt import (
     Characteristic,
     CharacteristicDeclaration,
     CharacteristicValue,
@@ -140,7 +136,8 @@ from bumble.gatt import (  # noqa: E402
     Service,
 )
 
-from ledperipheral import LedPeripheral, PeripheralOptions  # noqa: E402
+from attledtools.peers.options import PeripheralOptions
+from attledtools.peers.peripheral import LedPeripheral
 
 Props = Characteristic.Properties
 
@@ -156,6 +153,9 @@ ALL_COMBINATIONS = [
 SPECIAL_LENGTHS = (1, 22, 23, 400, 2, 255)
 MAX_VALUE = 400
 ATT_MAX_VALUE = 512
+# The writes reported as "write" events, by ATT opcode: Bumble's own.
+WRITE_OPS = {att.Opcode.ATT_WRITE_REQUEST: "request", att.Opcode.ATT_WRITE_COMMAND: "command",
+             att.Opcode.ATT_EXECUTE_WRITE_REQUEST: "execute"}
 
 UUID_CUD = "2901"
 UUID_CCCD = "2902"
@@ -478,8 +478,8 @@ class GattDbPeripheral(LedPeripheral):
     def _screen(self, server, bearer, pdu) -> bool:
         passed = super()._screen(server, bearer, pdu)
         op = int(pdu.op_code)
-        if passed and op in (0x12, 0x52, 0x18):
-            self._write_op = {0x12: "request", 0x52: "command", 0x18: "execute"}[op]
+        if passed and op in WRITE_OPS:
+            self._write_op = WRITE_OPS[op]
         return passed
 
     def _on_write(self, attribute, value: bytes, target: str) -> None:

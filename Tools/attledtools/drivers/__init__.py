@@ -1,0 +1,3 @@
+"""The processes and worlds of the tests: vworld (the virtual air), rcworld
+(Root Canal), worldproc / attledproc / mqttbroker (a vworld, attled or
+mosquitto process driven from Python), bumble_central (the reference central)."""

@@ -1,0 +1,1 @@
+"""make soak: many runs in a row (soak), the gateway under restarts (gatewaysoak)."""
