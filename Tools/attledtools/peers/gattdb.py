@@ -110,6 +110,10 @@ rejected, read_rejected, subscribed, fault ...):
    "length": N, "op": "request|command|execute", "target": "characteristic|descriptor"}
   {"event": "notify", "device": NAME, "handle": H, "value": hex, "indication": bool}
       (notify_on_subscribe=1: the value sent after a CCCD write)
+
+The parts: gattdb_model.py draws the database from the seed, gattdb_server.py
+installs it on Bumble's GATT server and describes it back as JSON; this module
+is the peer (check_options, GattDbPeripheral) and the standalone --dump.
 """
 
 from __future__ import annotations
@@ -117,328 +121,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
-import struct
 import sys
-import uuid as uuidlib
-from dataclasses import dataclass, field
 from typing import Any
 
 from bumble import att
-from bumble.core import UUID
-from bumble.device import Device, DeviceConfiguration
-from bumble.gatt import (
-    Characteristic,
-    CharacteristicDeclaration,
-    CharacteristicValue,
-    Descriptor,
-    IncludedServiceDeclaration,
-    Service,
-)
+from bumble.device import Device
+from bumble.gatt import Characteristic
 
+from attledtools.peers.gattdb_model import Props, generate, props_names  # noqa: F401  (props_names: for the tests)
+from attledtools.peers.gattdb_server import Store, describe_database, dump, install, uuid_text  # noqa: F401
 from attledtools.peers.options import PeripheralOptions
 from attledtools.peers.peripheral import LedPeripheral
 
-Props = Characteristic.Properties
-
 OPTION_KEYS = ("seed", "last_ffff", "notify_on_subscribe")
 
-PROPERTY_NAMES = ["broadcast", "read", "write-without-response", "write", "notify", "indicate",
-                  "signed-write", "extended"]
-# The five properties combined: read, write without response, write, notify, indicate.
-COMBINABLE = (Props.READ, Props.WRITE_WITHOUT_RESPONSE, Props.WRITE, Props.NOTIFY, Props.INDICATE)
-ALL_COMBINATIONS = [
-    Props(sum(p for i, p in enumerate(COMBINABLE) if mask & (1 << i))) for mask in range(1, 32)
-]
-SPECIAL_LENGTHS = (1, 22, 23, 400, 2, 255)
-MAX_VALUE = 400
-ATT_MAX_VALUE = 512
 # The writes reported as "write" events, by ATT opcode: Bumble's own.
 WRITE_OPS = {att.Opcode.ATT_WRITE_REQUEST: "request", att.Opcode.ATT_WRITE_COMMAND: "command",
              att.Opcode.ATT_EXECUTE_WRITE_REQUEST: "execute"}
-
-UUID_CUD = "2901"
-UUID_CCCD = "2902"
-TYPE_PRIMARY = UUID.from_16_bits(0x2800)
-TYPE_SECONDARY = UUID.from_16_bits(0x2801)
-
-
-# -----------------------------------------------------------------------------
-# The model, generated from the seed (plain data, no Bumble)
-# -----------------------------------------------------------------------------
-@dataclass
-class DescModel:
-    uuid: str
-    value: bytes
-    writable: bool
-
-
-@dataclass
-class CharModel:
-    uuid: str
-    props: Props
-    value: bytes
-    descriptors: list[DescModel] = field(default_factory=list)
-
-
-@dataclass
-class ServiceModel:
-    uuid: str
-    primary: bool
-    chars: list[CharModel] = field(default_factory=list)
-    includes: list[int] = field(default_factory=list)  # indices into the secondary list
-
-
-@dataclass
-class DbModel:
-    seed: int
-    secondaries: list[ServiceModel]
-    primaries: list[ServiceModel]
-
-
-def _uuid16(rng: random.Random) -> str:
-    # Outside the GATT declaration/descriptor (0x28xx/0x29xx) and GAP/GATT ranges.
-    return f"{rng.randrange(0xB000, 0xC000):04x}"
-
-
-def _uuid128(rng: random.Random) -> str:
-    return str(uuidlib.UUID(int=rng.getrandbits(128)))
-
-
-def props_names(props: int) -> list[str]:
-    return [name for bit, name in enumerate(PROPERTY_NAMES) if props & (1 << bit)]
-
-
-def generate(seed: int) -> DbModel:
-    """The database for ``seed`` (see the module docstring for its shape)."""
-    rng = random.Random(seed)
-    n_primary = rng.randint(3, 6)
-    n_secondary = rng.randint(2, 3)
-
-    secondaries = [ServiceModel(_uuid128(rng) if i != 1 and (i == 0 or rng.random() < 0.5) else _uuid16(rng), False)
-                   for i in range(n_secondary)]
-    kinds = ["16", "128"] + [rng.choice(["16", "128"]) for _ in range(n_primary - 2)]
-    rng.shuffle(kinds)
-    primaries = [ServiceModel(_uuid16(rng) if k == "16" else _uuid128(rng), True) for k in kinds]
-    empty = rng.randrange(n_primary)
-    full = [i for i in range(n_primary) if i != empty]
-
-    # Includes: one primary includes the 128-bit and the 16-bit secondary (in a
-    # random order); every secondary is included at least once, some twice.
-    both = rng.choice(full)
-    primaries[both].includes = rng.sample([0, 1], 2)
-    for s in range(2, n_secondary):
-        primaries[rng.choice(full)].includes.append(s)
-    for s in range(n_secondary):
-        if rng.random() < 0.3:
-            other = rng.choice(full)
-            if s not in primaries[other].includes:
-                primaries[other].includes.append(s)
-
-    # Characteristics: every combination, plus a few; spread over the
-    # secondaries (1-2 each) and the non-empty primaries (at least one each).
-    combos = list(ALL_COMBINATIONS) + [rng.choice(ALL_COMBINATIONS) for _ in range(rng.randint(0, 4))]
-    rng.shuffle(combos)
-    holders = [secondaries[i] for i in range(n_secondary)] + [primaries[i] for i in full]
-    for i, holder in enumerate(holders):
-        count = rng.randint(1, 2) if not holder.primary else 1
-        for _ in range(count):
-            holder.chars.append(CharModel("", combos.pop(), b""))
-    primary_holders = [primaries[i] for i in full]
-    while combos:
-        rng.choice(primary_holders).chars.append(CharModel("", combos.pop(), b""))
-
-    chars = [c for h in holders for c in h.chars]
-    for ch in chars:
-        ch.uuid = _uuid16(rng) if rng.random() < 0.5 else _uuid128(rng)
-        if rng.random() < 0.4:
-            names = ",".join(props_names(ch.props))
-            ch.descriptors.append(DescModel(UUID_CUD, f"{ch.uuid[:4]} {names}".encode(), False))
-        if rng.random() < 0.3:
-            ch.descriptors.append(DescModel(_uuid128(rng), rng.randbytes(rng.randint(1, 30)), rng.random() < 0.5))
-        rng.shuffle(ch.descriptors)
-    # One UUID used twice, in two different services.
-    a, b = rng.sample(range(len(holders)), 2)
-    holders[b].chars[-1].uuid = holders[a].chars[0].uuid
-
-    # A service that ends with a characteristic without descriptors: its last
-    # characteristic swaps with one that has neither notify nor indicate.
-    target = rng.choice(primary_holders)
-    plain = [c for c in chars if not c.props & (Props.NOTIFY | Props.INDICATE)]
-    pick = rng.choice(plain)
-    owner = next(h for h in holders if any(c is pick for c in h.chars))
-    i_pick = next(i for i, c in enumerate(owner.chars) if c is pick)
-    owner.chars[i_pick], target.chars[-1] = target.chars[-1], pick
-    pick.descriptors = []
-
-    # Values: the first readable ones take the special lengths, the rest are
-    # short or up to 400 bytes.
-    special = list(SPECIAL_LENGTHS)
-    for ch in chars:
-        if ch.props & Props.READ and special:
-            length = special.pop(0)
-        else:
-            length = rng.randint(1, 30) if rng.random() < 0.5 else rng.randint(1, MAX_VALUE)
-        ch.value = rng.randbytes(length)
-    return DbModel(seed, secondaries, primaries)
-
-
-# -----------------------------------------------------------------------------
-# Bumble objects
-# -----------------------------------------------------------------------------
-class Store:
-    """The current values, by model object, and what writes them."""
-
-    def __init__(self, on_write=None):
-        self.values: dict[int, bytes] = {}
-        self.on_write = on_write  # (attribute, value, target) -> None
-        self.attribute_of: dict[int, Any] = {}
-
-    def value(self, model, props: int | None) -> CharacteristicValue:
-        key = id(model)
-        self.values[key] = model.value
-
-        def read(_connection) -> bytes:
-            if props is not None and not props & Props.READ:
-                raise att.ATT_Error(att.ATT_READ_NOT_PERMITTED_ERROR)
-            return self.values[key]
-
-        def write(_connection, value: bytes) -> None:
-            value = bytes(value)
-            if len(value) > ATT_MAX_VALUE:
-                raise att.ATT_Error(att.ATT_INVALID_ATTRIBUTE_LENGTH_ERROR)
-            self.values[key] = value
-            if self.on_write is not None:
-                self.on_write(self.attribute_of.get(key), value, "characteristic" if props is not None else "descriptor")
-
-        return CharacteristicValue(read=read, write=write)
-
-
-def build_services(model: DbModel, store: Store) -> list[Service]:
-    """Bumble Services for the model, in the order to add them: each
-    secondary just before the first primary that includes it.
-
-    They must be added in that order: a Service whose included service is not
-    yet in the server makes Bumble's add_service add that service *inside*
-    the including one's handle range (after its declaration), which overlaps
-    the two groups."""
-    secondaries: list[Service] = []
-
-    def characteristics(svc: ServiceModel) -> list[Characteristic]:
-        out = []
-        for ch in svc.chars:
-            descriptors = []
-            for d in ch.descriptors:
-                if d.writable:
-                    desc = Descriptor(d.uuid, Descriptor.READABLE | Descriptor.WRITEABLE, store.value(d, None))
-                    store.attribute_of[id(d)] = desc
-                else:
-                    desc = Descriptor(d.uuid, Descriptor.READABLE, d.value)
-                descriptors.append(desc)
-            char = Characteristic(ch.uuid, ch.props, Characteristic.READABLE | Characteristic.WRITEABLE,
-                                  store.value(ch, int(ch.props)), descriptors)
-            store.attribute_of[id(ch)] = char
-            out.append(char)
-        return out
-
-    for svc in model.secondaries:
-        secondaries.append(Service(svc.uuid, characteristics(svc), primary=False))
-    ordered: list[Service] = []
-    for svc in model.primaries:
-        included = [secondaries[i] for i in svc.includes]
-        ordered += [s for s in included if not any(s is o for o in ordered)]
-        ordered.append(Service(svc.uuid, characteristics(svc), primary=True, included_services=included))
-    return ordered
-
-
-def install(device: Device, model: DbModel, store: Store, last_ffff: bool) -> None:
-    """Add the model's services to ``device``; fix the include declarations;
-    with ``last_ffff``, move them so that the last attribute is at 0xFFFF."""
-    server = device.gatt_server
-    first = len(server.attributes)
-    for service in build_services(model, store):
-        device.add_service(service)
-    ours = server.attributes[first:]
-    if last_ffff and ours:
-        shift = 0xFFFF - ours[-1].handle
-        for attribute in ours:
-            attribute.handle += shift
-            attribute.end_group_handle += shift
-            if isinstance(attribute, CharacteristicDeclaration):
-                attribute.value_handle += shift
-                char = attribute.characteristic
-                attribute.value = struct.pack("<BH", char.properties, attribute.value_handle) + char.uuid.to_pdu_bytes()
-        server.attributes_by_handle.clear()
-    for attribute in ours:
-        if isinstance(attribute, IncludedServiceDeclaration):
-            included = attribute.service
-            value = struct.pack("<HH", included.handle, included.end_group_handle)
-            if len(included.uuid.to_pdu_bytes()) == 2:
-                value += included.uuid.to_pdu_bytes()
-            attribute.value = value  # Core Vol 3 Part G 3.2: no 128-bit UUID here
-
-
-def uuid_text(uuid: UUID) -> str:
-    raw = uuid.to_pdu_bytes()
-    if len(raw) == 2:
-        return f"{struct.unpack('<H', raw)[0]:04x}"
-    return str(uuidlib.UUID(bytes=raw[::-1]))
-
-
-class _Reader:
-    """Stands in for a connection when the database reads its own values."""
-
-    def __init__(self, device: Device) -> None:
-        self.device = device
-
-
-async def describe_database(device: Device) -> dict[str, Any]:
-    """The database as Bumble's server holds it (format: module docstring)."""
-    # get_database_hash wants a connection with .device, read_cccd a hashable
-    # bearer (with no subscription: "0000"); nothing else looks at it.
-    reader = _Reader(device)
-    attributes = device.gatt_server.attributes
-
-    async def read(attribute) -> str:
-        return bytes(await attribute.read_value(reader)).hex()
-
-    services: list[dict[str, Any]] = []
-    current_char: dict[str, Any] | None = None
-    for attribute in attributes:
-        if isinstance(attribute, Service):
-            services.append({
-                "uuid": uuid_text(attribute.uuid), "start": attribute.handle, "end": attribute.end_group_handle,
-                "primary": attribute.type == TYPE_PRIMARY, "includes": [], "characteristics": [],
-            })
-            current_char = None
-        elif isinstance(attribute, IncludedServiceDeclaration):
-            included = attribute.service
-            services[-1]["includes"].append({"handle": attribute.handle, "uuid": uuid_text(included.uuid),
-                                             "start": included.handle, "end": included.end_group_handle})
-        elif isinstance(attribute, CharacteristicDeclaration):
-            char = attribute.characteristic
-            current_char = {
-                "uuid": uuid_text(char.uuid), "declaration_handle": attribute.handle,
-                "value_handle": attribute.value_handle, "properties": props_names(int(char.properties)),
-                "value": await read(char) if char.properties & Props.READ else None,
-                "descriptors": [],
-            }
-            services[-1]["characteristics"].append(current_char)
-        elif isinstance(attribute, Characteristic):
-            continue  # the value attribute, described with its declaration
-        elif isinstance(attribute, Descriptor):
-            assert current_char is not None
-            current_char["descriptors"].append({
-                "uuid": uuid_text(attribute.type), "handle": attribute.handle, "value": await read(attribute),
-                "writable": bool(attribute.permissions & Descriptor.WRITEABLE),
-            })
-        else:
-            raise TypeError(f"unexpected attribute {attribute}")
-    return {
-        "attribute_count": len(attributes),
-        "last_handle": attributes[-1].handle if attributes else 0,
-        "services": services,
-    }
 
 
 # -----------------------------------------------------------------------------
@@ -540,17 +239,6 @@ class GattDbPeripheral(LedPeripheral):
 
 
 PERIPHERAL = GattDbPeripheral
-
-
-# -----------------------------------------------------------------------------
-# Standalone dump
-# -----------------------------------------------------------------------------
-async def dump(seed: int, name: str, last_ffff: bool) -> dict[str, Any]:
-    """The database JSON for these options, from a Device that never powers on."""
-    device = Device(config=DeviceConfiguration(name=name))
-    install(device, generate(seed), Store(), last_ffff)
-    return {"event": "gatt_database", "device": name, "name": name, "seed": seed, "last_ffff": last_ffff,
-            **await describe_database(device)}
 
 
 def main(argv=None) -> int:
