@@ -1,12 +1,13 @@
 """attled's test tools: the Bumble peers, the process drivers, the benches and soaks.
 
     peers/    the LED peers and the random GATT database peer (Bumble devices)
-    drivers/  processes and worlds: vworld (the virtual air), rcworld (Root
-              Canal), worldproc / attledproc / mqttbroker (a vworld, attled,
-              mosquitto process from Python), bumble_central (the reference
-              central)
+    drivers/  processes and worlds: vworld (the virtual air, its parts in
+              air/), rcworld (Root Canal), worldproc / attledproc /
+              mqttbroker (a vworld, attled, mosquitto process from Python),
+              bumble_central (the reference central)
     bench/    make bench: bench, gatewaybench, gatewayair, gateway_reference
-    soak/     make soak: soak, gatewaysoak
+    soak/     make soak: soak, gatewaysoak (and its gatewaymodel,
+              gatewayprocs, gatewayfigures)
     maint/    repository upkeep: doccoverage, make_golden
     demo      make demo
 

@@ -63,5 +63,7 @@ The modules, one part each:
     security.py     pairing, bonds, LTK requests (SecurityMixin)
     attscreen.py    the ATT screen (AttScreenMixin)
     faults.py       what the faults do (FaultMixin)
-    gattdb.py       the random GATT database peer
+    gattdb.py       the random GATT database peer (gattdb_model.py: the
+                    database drawn from a seed; gattdb_server.py: on
+                    Bumble's server, and as JSON)
 """

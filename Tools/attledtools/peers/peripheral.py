@@ -23,7 +23,7 @@ from bumble.host import Host
 from attledtools.peers.advertising import build_advertising_data
 from attledtools.peers.attscreen import AttScreenMixin
 from attledtools.peers.faults import FaultMixin
-from attledtools.peers.faultspec import Fault  # noqa: F401  (describe() shows them)
+from attledtools.peers.faultspec import Fault
 from attledtools.peers.link import LinkMixin
 from attledtools.peers.options import PeripheralOptions
 from attledtools.peers.profiles import HARNESS_COMMANDS, OTHER_PROFILES, PROFILES, CharSpec, ProfileSpec, other_profile
@@ -37,7 +37,6 @@ def make_peripheral(opts: PeripheralOptions, emit: Emit) -> LedPeripheral:
     if opts.profile in OTHER_PROFILES:
         return other_profile(opts.profile).PERIPHERAL(opts, emit)
     return LedPeripheral(opts, emit)
-
 
 
 class LedPeripheral(LinkMixin, SecurityMixin, AttScreenMixin, FaultMixin):
