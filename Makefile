@@ -6,6 +6,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
+# A module of the test tools' package (Tools/attledtools): $(TOOL) attledtools.bench.bench ...
+TOOL := PYTHONPATH=$(CURDIR)/Tools $(VPY) -m
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
@@ -61,31 +63,31 @@ release: deps
 	swift build -c release --static-swift-stdlib -Xlinker -s
 	@ls -l .build/release/attled
 
-# attled against Bumble, side by side (see Tools/bench.py): one-shot runs, 1 vs 3
+# attled against Bumble, side by side (see Tools/attledtools/bench/bench.py): one-shot runs, 1 vs 3
 # devices, the binary, and the MQTT gateway against a Bumble+paho reference
-# (Tools/gatewaybench.py; needs the mosquitto broker from APT_PACKAGES).
+# (Tools/attledtools/bench/gatewaybench.py; needs the mosquitto broker from APT_PACKAGES).
 bench: setup release
 	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
-	$(VPY) Tools/bench.py --attled .build/release/attled --bench-bin .build/release/attled-bench --json .build/bench.json
+	$(TOOL) attledtools.bench.bench --attled .build/release/attled --bench-bin .build/release/attled-bench --json .build/bench.json
 
-# 500 runs in a row against the virtual devices (see Tools/soak.py), then the
+# 500 runs in a row against the virtual devices (see Tools/attledtools/soak/soak.py), then the
 # gateway soak.
 soak: setup build
-	$(VPY) Tools/soak.py --attled .build/debug/attled -n 500
+	$(TOOL) attledtools.soak.soak --attled .build/debug/attled -n 500
 	$(MAKE) --no-print-directory soak-gateway-run
 
 # attled gateway: 10,000 commands to the three devices with the devices and the
 # broker restarted at random times; final states, nothing lost after the last
-# restart, flat memory (see Tools/gatewaysoak.py; SOAK_SEED=N to vary).
+# restart, flat memory (see Tools/attledtools/soak/gatewaysoak.py; SOAK_SEED=N to vary).
 SOAK_SEED ?= 1
 soak-gateway: setup build soak-gateway-run
 soak-gateway-run:
-	$(VPY) Tools/gatewaysoak.py --attled .build/debug/attled -n 10000 --seed $(SOAK_SEED) --json .build/gatewaysoak.json
+	$(TOOL) attledtools.soak.gatewaysoak --attled .build/debug/attled -n 10000 --seed $(SOAK_SEED) --json .build/gatewaysoak.json
 
 # Runs attled against the built-in virtual CassarTech LED (pycom profile).
 demo: setup build
-	$(VPY) Tools/demo.py --attled .build/debug/attled
+	$(TOOL) attledtools.demo --attled .build/debug/attled
 
 test-unit: deps
 	swift test 2>&1 | tee .build/unit-tests.log | grep -E "^(✔|✘|􀟈|􁁛|Test run|.*error|.*failed|Executed)" | tail -n 40; \

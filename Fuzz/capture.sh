@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records the real captures the seed corpora come from: attled against the
-# virtual LED devices of Tools/vworld.py (Bumble), each run written with
+# virtual LED devices of vworld (Tools/attledtools/drivers/vworld.py, Bumble), each run written with
 # --btsnoop (attled's side) and --device-snoop (the peripheral's side).
 # Then Fuzz/make_corpus.py cuts them into per-harness seeds.
 #
@@ -18,7 +18,7 @@ mkdir -p "$dest"
 # capture NAME "VWORLD OPTIONS" ATTLED ARGS...
 capture() {
   local name=$1 world=$2; shift 2
-  "$py" "$root/Tools/vworld.py" --host tcp-server:127.0.0.1:0 $world \
+  PYTHONPATH="$root/Tools" "$py" -m attledtools.drivers.vworld --host tcp-server:127.0.0.1:0 $world \
       --device-snoop "$tmp/$name-peer.btsnoop" > "$tmp/$name.world" 2>&1 &
   local vw=$! port=""
   for _ in $(seq 100); do

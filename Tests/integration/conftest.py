@@ -1,9 +1,9 @@
 """Fixtures for integration tests of attled against a virtual BLE world.
 
-The world is Tools/vworld.py: Bumble virtual controllers on one in-process
-link, some served as H4 to attled (TCP, Unix socket or pty), plus LED
-peripherals (pycom / particle / harness) that report everything they see as
-JSON events.  A fresh world is started for every test.
+The world is vworld (Tools/attledtools/drivers/vworld.py): Bumble virtual
+controllers on one in-process link, some served as H4 to attled (TCP, Unix
+socket or pty), plus LED peripherals (pycom / particle / harness) that report
+everything they see as JSON events.  A fresh world is started for every test.
 
 API
 ---
@@ -51,8 +51,8 @@ the attled binary (``ATTLED``: $ATTLED_BIN or <repo>/.build/debug/attled)
 with a hard timeout; returns CompletedProcess(text, stdout and stderr
 captured).  ``env`` entries are added to the current environment.
 
-``run_bumble_central(args, timeout=20)`` runs Tools/bumble_central.py the
-same way (the reference central).
+``run_bumble_central(args, timeout=20)`` runs the reference central
+(attledtools.drivers.bumble_central) the same way.
 
 Every wait has a deadline; nothing relies on sleeps.
 """
@@ -71,13 +71,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tools"))
-from worldproc import VWORLD, WorldProcess  # noqa: E402,F401  (Tools/ is not a package; VWORLD for the tests)
-from attledproc import AttledProcess  # noqa: E402
+from attledtools import module_command, module_env  # Tools/ is on the path: pytest.ini's pythonpath
+from attledtools.drivers.attledproc import AttledProcess
+from attledtools.drivers.worldproc import VWORLD, WorldProcess  # noqa: F401  (VWORLD for the tests)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TOOLS = REPO_ROOT / "Tools"
-BUMBLE_CENTRAL = TOOLS / "bumble_central.py"
+BUMBLE_CENTRAL = "attledtools.drivers.bumble_central"  # a module: module_command(BUMBLE_CENTRAL, ...)
 PYTHON = sys.executable  # the interpreter running pytest (the venv with bumble)
 ATTLED = Path(os.environ.get("ATTLED_BIN") or (REPO_ROOT / ".build" / "debug" / "attled"))
 
@@ -111,7 +110,7 @@ def _as_predicate(pred: Pred) -> Callable[[dict], bool]:
 
 
 class World(WorldProcess):
-    """A running Tools/vworld.py process and the events it has printed, with
+    """A running vworld process and the events it has printed, with
     waits that fail the test (with the recent events and vworld's stderr)."""
 
     def __init__(self, args: list[str], workdir: Path, ready_timeout: float = READY_TIMEOUT):
@@ -366,8 +365,8 @@ def own_address(stderr: str) -> str:
 
 
 def run_bumble_central(args: list[str], timeout: float = 20, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run Tools/bumble_central.py (reference central) like run_attled."""
-    return _run([PYTHON, str(BUMBLE_CENTRAL), *map(str, args)], timeout, env)
+    """Run the reference central (attledtools.drivers.bumble_central) like run_attled."""
+    return _run(module_command(BUMBLE_CENTRAL, *map(str, args)), timeout, {**module_env(), **(env or {})})
 
 
 @pytest.fixture(name="run_attled")
@@ -384,7 +383,7 @@ def _run_bumble_central_fixture():
 
 class Running(AttledProcess):
     """attled (ATTLED_BIN) in the background, with a GATT/address cache and a
-    bond directory of its own, as run_attled gives (Tools/attledproc.py)."""
+    bond directory of its own, as run_attled gives (attledtools.drivers.attledproc)."""
 
     def __init__(self, args: list[str]):
         super().__init__(ATTLED, args)

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import Running
 
-from mqttbroker import Broker, Msg, Watcher
+from attledtools.drivers.mqttbroker import Broker, Msg, Watcher
 PREFIX = "attled"
 DISCOVERY = "homeassistant"
 GATEWAY_AVAILABILITY = f"{PREFIX}/gateway/availability"

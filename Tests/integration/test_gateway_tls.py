@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mqttbroker import Broker, Watcher
+from attledtools.drivers.mqttbroker import Broker, Watcher
 from test_gateway import DISCOVERY, GATEWAY_AVAILABILITY, PREFIX, GatewayProcess, node
 
 OPENSSL = shutil.which("openssl")

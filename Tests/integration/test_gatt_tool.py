@@ -1,6 +1,6 @@
 """attled's general GATT tool (issue 14) against the seeded random database peer.
 
-The peer is Tools/gattdb.py in a virtual world (proven against Bumble's own
+The peer is attledtools.peers.gattdb in a virtual world (proven against Bumble's own
 GATT client in test_gattdb_peer.py); its ``gatt_database`` event is the
 ground truth.  Everything here runs the real attled binary:
 

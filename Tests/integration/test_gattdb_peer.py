@@ -1,4 +1,4 @@
-"""The seeded random GATT database peer (Tools/gattdb.py, issue 14) is right,
+"""The seeded random GATT database peer (attledtools.peers.gattdb, issue 14) is right,
 judged by Bumble's own GATT client.
 
 attled's general GATT tool is tested against this peer with the database it
@@ -29,25 +29,21 @@ import asyncio
 import json
 import struct
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, TOOLS
+from bumble import att, hci
+from bumble.core import UUID
+from bumble.device import Device
+from bumble.gatt import GATT_INCLUDE_ATTRIBUTE_TYPE, GATT_PRIMARY_SERVICE_ATTRIBUTE_TYPE
+from bumble.gatt_client import ServiceProxy
+from bumble.transport import open_transport
 
-sys.path.insert(0, str(TOOLS))
-from bumble import att, hci  # noqa: E402
-from bumble.core import UUID  # noqa: E402
-from bumble.device import Device  # noqa: E402
-from bumble.gatt import GATT_INCLUDE_ATTRIBUTE_TYPE, GATT_PRIMARY_SERVICE_ATTRIBUTE_TYPE  # noqa: E402
-from bumble.gatt_client import ServiceProxy  # noqa: E402
-from bumble.transport import open_transport  # noqa: E402
-
-import gattdb  # noqa: E402
+from attledtools import module_command, module_env
+from attledtools.peers import gattdb
 
 NAME = "Gdb"
-PEER = "C0:11:22:33:44:55"  # ledperipheral.default_address(0)
+PEER = "C0:11:22:33:44:55"  # attledtools.peers.options.default_address(0)
 DEADLINE_S = 20.0
 ATT_READ_NOT_PERMITTED = att.ATT_READ_NOT_PERMITTED_ERROR
 ATT_WRITE_NOT_PERMITTED = att.ATT_WRITE_NOT_PERMITTED_ERROR
@@ -205,8 +201,8 @@ def run(coro):
 
 
 def dump(seed: int, *extra: str) -> dict:
-    r = subprocess.run([PYTHON, str(TOOLS / "gattdb.py"), "--seed", str(seed), "--dump", "--name", NAME, *extra],
-                       capture_output=True, text=True, timeout=20)
+    r = subprocess.run(module_command("attledtools.peers.gattdb", "--seed", str(seed), "--dump", "--name", NAME, *extra),
+                       capture_output=True, text=True, timeout=20, env=module_env())
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -1,6 +1,6 @@
 """Encrypted links (issue 13): attled pairs, bonds and encrypts against a
 Bumble LED peripheral whose LED characteristics need an encrypted link
-(Tools/ledperipheral.py secure=enc, proven by test_secure_peer.py).
+(attledtools.peers, secure=enc, proven by test_secure_peer.py).
 
 Bumble's own SMP is the judge: it checks attled's confirm values and DHKey
 Check (Secure Connections) or Mconfirm (legacy), and on re-encryption its

@@ -1,4 +1,4 @@
-"""The encrypted LED peer (Tools/ledperipheral.py secure=enc, pairing=,
+"""The encrypted LED peer (attledtools.peers, secure=enc, pairing=,
 forget_bonds=; issue 13) is right, judged by Bumble's own central.
 
 attled's pairing and bonds are tested against this peer, so the peer itself
@@ -18,19 +18,15 @@ connects with a random one would not be recognised (as with real devices).
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
-from conftest import TOOLS
-
-sys.path.insert(0, str(TOOLS))
-from bumble import att, hci, pairing  # noqa: E402
-from bumble.device import Connection, Device  # noqa: E402
-from bumble.transport import open_transport  # noqa: E402
+from bumble import att, hci, pairing
+from bumble.device import Connection, Device
+from bumble.transport import open_transport
 
 NAME = "Lamp"
-PEER = "C0:11:22:33:44:55"  # ledperipheral.default_address(0)
+PEER = "C0:11:22:33:44:55"  # attledtools.peers.options.default_address(0)
 CENTRAL = "F0:00:00:00:00:02"
 DEADLINE_S = 15.0
 ATT_INSUFFICIENT_ENCRYPTION = att.ATT_INSUFFICIENT_ENCRYPTION_ERROR

@@ -1,4 +1,4 @@
-"""Tests of the test tools themselves (vworld, ledperipheral, bumble_central).
+"""Tests of the test tools themselves (vworld, the LED peers, bumble_central).
 
 They prove, with Bumble's own host stack as an independent central, that the
 virtual world behaves as the integration tests of attled assume: colours get
@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 
 import pytest
-from conftest import TOOLS, World, run_bumble_central
+from conftest import World, run_bumble_central
 
-sys.path.insert(0, str(TOOLS))
-from ledperipheral import PROFILES  # noqa: E402
+from attledtools.peers.profiles import PROFILES
 
 # Expected advertising data of "CassarTech" (pycom): Complete Local Name +
 # Complete List of 128-bit UUIDs = 12 + 18 = 30 bytes; Flags (3 more) do not fit.

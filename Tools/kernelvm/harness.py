@@ -2,7 +2,8 @@
 """Host side of the kernel test: boots the guest and judges the test list.
 
 run.sh builds the pieces (kernel, initramfs, static attled) and then runs
-this with the venv's Python (it needs Bumble through Tools/vworld.py).
+this with the venv's Python and Tools/ on PYTHONPATH (it needs Bumble, through
+vworld, and the package attledtools).
 
 On the host:
   * vworld (air): two Bumble host controllers on one virtual link, served as
@@ -17,7 +18,7 @@ On the host:
     (attled.hci, attled.ctl), console to console.log, and a user-mode (slirp)
     NIC: the guest reaches the host's loopback at 10.0.2.2, where the
     gateway test's broker listens.
-  * mosquitto (Tools/mqttbroker.py), started when the guest asks ("mqtt"),
+  * mosquitto (attledtools.drivers.mqttbroker), started when the guest asks ("mqtt"),
     with a paho client watching every message: the broker of `attled
     gateway` in the guest, and the judge of what the gateway published.
   * the ctl port: the guest's requests (see init.sh); the host answers
@@ -45,9 +46,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attledtools import module_command, module_env  # Tools/ on PYTHONPATH: run.sh
+
 ROOT = Path(__file__).resolve().parents[2]
-VWORLD = ROOT / "Tools" / "vworld.py"
-sys.path.insert(0, str(ROOT / "Tools"))
+VWORLD = "attledtools.drivers.vworld"
 T0 = time.monotonic()
 
 
@@ -117,10 +119,10 @@ class World:
         self.lines: list[str] = []
         self.stderr_path = workdir / f"{name}.stderr"
         self.events_path = workdir / f"{name}.events"
-        cmd = [sys.executable, str(VWORLD), *args, "--exit-on-stdin-eof", "--lifetime", str(int(lifetime))]
+        cmd = module_command(VWORLD, *args, "--exit-on-stdin-eof", "--lifetime", str(int(lifetime)))
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.stderr_path, "wb"), text=True, cwd=ROOT)
+                                     stderr=open(self.stderr_path, "wb"), text=True, cwd=ROOT, env=module_env())
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -301,7 +303,7 @@ class Run:
         return text.replace("{node}", self.periph_address.replace(":", "").lower())
 
     def mqtt(self, cmd: str, rest: str) -> str:
-        from mqttbroker import Broker, Watcher  # paho: only when the guest asks
+        from attledtools.drivers.mqttbroker import Broker, Watcher  # paho: only when the guest asks
         if cmd == "mqtt":
             # Starts the broker (again, on the same port, after mqtt_kill) and the watcher.
             if self.broker is None:

@@ -386,6 +386,7 @@ say "set-up took $(since "$START") s"
 
 keep=()
 [ "${KERNELVM_KEEP:-}" = 1 ] && keep=(--keep)
+export PYTHONPATH="$ROOT/Tools${PYTHONPATH:+:$PYTHONPATH}"  # harness.py imports attledtools
 exec "$VPY" "$HERE/harness.py" --kernel "$kernel" --kernel-version "$kver" --initrd "$work/initrd.cpio" \
     --workdir "$work" --attled "$attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
     --timeout "$TIMEOUT" --arch "$ARCH" --qemu "$QEMU" --list "$LIST" "${keep[@]}"

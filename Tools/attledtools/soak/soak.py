@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """make soak: 500 runs in a row against the virtual devices, nothing lost.
 
 Starts one virtual world with the three devices (pycom "Lamp-P", particle
@@ -20,11 +19,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from worldproc import WorldProcess, free_port
+from attledtools import REPO_ROOT
+from attledtools.drivers.worldproc import WorldProcess, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def main() -> int:

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """make bench: attled against Bumble, side by side, on the same virtual device.
 
 Starts the virtual controllers and the virtual CassarTech LED (pycom profile,
 100 ms advertising), then runs, alternating, N times each:
   - attled cold:  `attled --name CassarTech --rgb ...` with an empty cache,
   - attled warm:  the same with a warm cache (remembered address and handles),
-  - bumble:       Tools/bumble_central.py, the same job done the ordinary way
+  - bumble:       drivers/bumble_central.py, the same job done the ordinary way
                   with Bumble's own API (scan, connect, discover, write, disconnect).
 For each it prints the median and spread of whole-process wall time, CPU time
 (user+sys), peak RSS and the number of ATT transactions (from each process's
@@ -31,15 +30,15 @@ the run's air time is the longest link's, "sum" adds them all.
 Then the release binary's size and start-up time, and parser throughput
 (attled-bench).
 
-Then "gateway" (issue 12, Tools/gatewaybench.py): `attled gateway` against a
+Then "gateway" (issue 12, gatewaybench.py): `attled gateway` against a
 reference gateway written with Bumble's and paho's own APIs
-(Tools/gateway_reference.py), side by side on a private mosquitto: latency
+(gateway_reference.py), side by side on a private mosquitto: latency
 from MQTT publish to the device's last Write Request (p50/p90/p99/max over
 --gateway-n commands), and a burst of 200 commands (time to the last colour,
 writes after coalescing, ends on the last colour). Run it alone with
-`.venv/bin/python Tools/gatewaybench.py --attled .build/debug/attled`.
+`PYTHONPATH=Tools .venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled`.
 
-Then "gateway-air" (issue 18, Tools/gatewayair.py): the air-time model of a
+Then "gateway-air" (issue 18, gatewayair.py): the air-time model of a
 gateway command on a fresh and on an idle link, on Root Canal (round trips x
 the interval in effect + latency x interval); at most 100 ms for a pycom lamp.
 
@@ -62,11 +61,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from worldproc import WorldProcess, free_port
+from bumble import att
 
-ROOT = Path(__file__).resolve().parents[1]
-REQUESTS = {0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20}
-COMMANDS = {0x52, 0xD2}
+from attledtools import REPO_ROOT, module_command, module_env
+from attledtools.drivers.worldproc import WorldProcess, free_port
+
+ROOT = REPO_ROOT
+# The ATT PDUs counted (the host's requests and commands): Bumble's opcodes.
+_OP = att.Opcode
+REQUESTS = {
+    _OP.ATT_EXCHANGE_MTU_REQUEST, _OP.ATT_FIND_INFORMATION_REQUEST, _OP.ATT_FIND_BY_TYPE_VALUE_REQUEST,
+    _OP.ATT_READ_BY_TYPE_REQUEST, _OP.ATT_READ_REQUEST, _OP.ATT_READ_BLOB_REQUEST, _OP.ATT_READ_MULTIPLE_REQUEST,
+    _OP.ATT_READ_BY_GROUP_TYPE_REQUEST, _OP.ATT_WRITE_REQUEST, _OP.ATT_PREPARE_WRITE_REQUEST,
+    _OP.ATT_EXECUTE_WRITE_REQUEST, _OP.ATT_READ_MULTIPLE_VARIABLE_REQUEST,
+}
+COMMANDS = {_OP.ATT_WRITE_COMMAND, _OP.ATT_SIGNED_WRITE_COMMAND}
 
 
 def att_counts(path: Path) -> tuple[int, int]:
@@ -194,9 +203,9 @@ def compare_section(args: argparse.Namespace, work: Path, base_env: dict, figure
 
         def bumble(i: int) -> dict:
             cap = work / f"bumble-{i}.btsnoop"
-            env = {**base_env, "BUMBLE_SNOOPER": f"btsnoop:file:{cap}"}
-            r = timed([sys.executable, str(ROOT / "Tools/bumble_central.py"), "--transport", f"tcp-client:127.0.0.1:{port}",
-                       "--name", "CassarTech", "--rgb", f"{i % 256},3,4"], env, timeout=60)
+            env = module_env({**base_env, "BUMBLE_SNOOPER": f"btsnoop:file:{cap}"})
+            r = timed(module_command("attledtools.drivers.bumble_central", "--transport", f"tcp-client:127.0.0.1:{port}",
+                                     "--name", "CassarTech", "--rgb", f"{i % 256},3,4"), env, timeout=60)
             r["att"] = att_counts(cap)
             return r
 
@@ -352,14 +361,14 @@ def binary_section(args: argparse.Namespace, figures: dict) -> None:
 
 
 def gateway_section(args: argparse.Namespace, figures: dict) -> int:
-    """attled gateway against the Bumble-and-paho reference (Tools/gatewaybench.py); returns failures."""
-    import gatewaybench
+    """attled gateway against the Bumble-and-paho reference (gatewaybench.py); returns failures."""
+    from attledtools.bench import gatewaybench
     return gatewaybench.run(gatewaybench.section_args(args.attled, args.gateway_n), figures)
 
 
 def gateway_air_section(args: argparse.Namespace, figures: dict) -> int:
-    """The air-time model of a gateway command on a fresh and an idle link (Tools/gatewayair.py); returns failures."""
-    import gatewayair
+    """The air-time model of a gateway command on a fresh and an idle link (gatewayair.py); returns failures."""
+    from attledtools.bench import gatewayair
     return gatewayair.run(args.attled, figures)
 
 

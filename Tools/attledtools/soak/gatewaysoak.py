@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """make soak-gateway: `attled gateway` under a long command stream, with the
 devices and the broker restarted at random times (issue 12).
 
@@ -42,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import signal
@@ -51,162 +49,19 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worldproc import WorldProcess  # noqa: E402
-from mqttbroker import Broker, Msg, Watcher  # noqa: E402
-from attledproc import AttledProcess  # noqa: E402
+import paho.mqtt.client as mqtt
 
-import paho.mqtt.client as mqtt  # noqa: E402
-from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+from attledtools import REPO_ROOT
+from attledtools.drivers.attledproc import AttledProcess
+from attledtools.drivers.mqttbroker import Broker, Msg, Watcher
+from attledtools.drivers.worldproc import WorldProcess
+from attledtools.soak.gatewayfigures import Figures, report
+from attledtools.soak.gatewaymodel import DEVICES, LAMPS, PREFIX, PRESS_BYTES, Light, random_light_command, topic
+from attledtools.soak.gatewayprocs import Device, retained
 
-ROOT = Path(__file__).resolve().parents[1]
-PREFIX = "attled"
-
-# name, profile, address (static random, fixed across restarts)
-DEVICES = [
-    ("Lamp-P", "pycom", "C0:11:22:33:44:01"),
-    ("Lamp-X", "particle", "C0:11:22:33:44:02"),
-    ("Harness", "harness", "C0:11:22:33:44:03"),
-]
-LAMPS = ["Lamp-P", "Lamp-X"]
-PRESS_BYTES = {1: ("01", "00"), 2: ("03", "04")}
-
-
-def node(address: str) -> str:
-    return address.replace(":", "").lower()
-
-
-def topic(name: str, leaf: str) -> str:
-    addr = next(a for n, _, a in DEVICES if n == name)
-    return f"{PREFIX}/{node(addr)}/{leaf}"
-
-
-# -----------------------------------------------------------------------------
-# The light model (Sources/BLEMQTT/HomeAssistant.swift LightState)
-# -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Light:
-    on: bool = False
-    color: tuple[int, int, int] = (255, 255, 255)
-    brightness: int = 255
-
-    def apply(self, cmd: dict) -> Light:
-        c = cmd.get("color")
-        return Light(cmd["state"] == "ON",
-                     (c["r"], c["g"], c["b"]) if c else self.color,
-                     cmd.get("brightness", self.brightness))
-
-    @property
-    def device(self) -> list[int]:
-        if not self.on:
-            return [0, 0, 0]
-        return [(ch * self.brightness + 127) // 255 for ch in self.color]
-
-    @property
-    def state(self) -> dict:
-        r, g, b = self.color
-        return {"state": "ON" if self.on else "OFF", "color_mode": "rgb", "brightness": self.brightness,
-                "color": {"r": r, "g": g, "b": b}}
-
-
-ABSOLUTE = False  # --absolute: every command carries the whole state (no bare ON / OFF / brightness only)
-
-
-def random_light_command(rng: random.Random, full: bool = False) -> dict:
-    def colour() -> dict:
-        return {"r": rng.randrange(256), "g": rng.randrange(256), "b": rng.randrange(256)}
-    x = 0.0 if full else rng.random()
-    if x < 0.70 or (ABSOLUTE and x >= 0.80):
-        return {"state": "ON", "brightness": rng.randrange(1, 256), "color": colour()}
-    if ABSOLUTE:
-        return {"state": "OFF", "brightness": rng.randrange(1, 256), "color": colour()}
-    if x < 0.80:
-        return {"state": "OFF"}
-    if x < 0.90:
-        return {"state": "ON"}
-    return {"state": "ON", "brightness": rng.randrange(1, 256)}
-
-
-# -----------------------------------------------------------------------------
-# Processes
-# -----------------------------------------------------------------------------
-def retained(port: int, topics: list[str], timeout: float = 5) -> dict[str, str]:
-    """What a fresh client gets as retained on ``topics``."""
-    got: dict[str, str] = {}
-    cond = threading.Condition()
-    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gwsoak-retained-{os.getpid()}")
-
-    def on_connect(client, userdata, flags, rc, props):
-        for t in topics:
-            client.subscribe(t, qos=1)
-
-    def on_message(client, userdata, m):
-        if m.retain:
-            with cond:
-                got[m.topic] = bytes(m.payload).decode()
-                cond.notify_all()
-    c.on_connect = on_connect
-    c.on_message = on_message
-    c.connect("127.0.0.1", port)
-    c.loop_start()
-    deadline = time.monotonic() + timeout
-    with cond:
-        while len(got) < len(topics) and time.monotonic() < deadline:
-            cond.wait(0.1)
-    c.disconnect()
-    c.loop_stop()
-    return got
-
-
-class Device:
-    """One device in its own vworld process on the air's host controller ``host``."""
-
-    def __init__(self, name: str, profile: str, address: str, bumble_transport: str):
-        self.name, self.profile, self.address, self.transport = name, profile, address, bumble_transport
-        self.world: WorldProcess | None = None
-        self.worlds: list[WorldProcess] = []
-        self.starts = 0
-
-    def start(self) -> float:
-        spec = f"{self.name}:{self.profile}:addr={self.address}"
-        self.world = WorldProcess(["--device", spec, "--peripheral-transport", self.transport], lifetime=3600)
-        self.worlds.append(self.world)
-        if not self.world.wait_ready(30):
-            raise RuntimeError(f"{self.name}: vworld did not start")
-        self.starts += 1
-        return time.monotonic()
-
-    def stop(self, kill: bool) -> None:
-        assert self.world is not None
-        if kill:
-            self.world.proc.kill()
-            self.world.proc.wait(5)
-        self.world.stop()
-
-
-# -----------------------------------------------------------------------------
-# The soak
-# -----------------------------------------------------------------------------
-@dataclass
-class Figures:
-    seed: int
-    commands: int = 0
-    commands_chaos: int = 0
-    commands_final_phase: int = 0
-    per_device: dict = field(default_factory=lambda: {n: 0 for n, _, _ in DEVICES})
-    publish_failures: int = 0
-    device_restarts: list = field(default_factory=list)  # {device, kill, at, down_s, reconnect_s}
-    device_restarts_planned: list = field(default_factory=list)
-    broker_restarts: list = field(default_factory=list)  # {at, down_s, reconnect_s}
-    wall_s: float = 0.0
-    rss_kb: dict = field(default_factory=dict)
-    fds: dict = field(default_factory=dict)
-    final: dict = field(default_factory=dict)
-    gateway_log: dict = field(default_factory=dict)
-    failures: list = field(default_factory=list)
+ROOT = REPO_ROOT
 
 
 def main() -> int:
@@ -229,8 +84,6 @@ def main() -> int:
                     help="extra argument for attled gateway (repeatable, e.g. --trace)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
-    global ABSOLUTE
-    ABSOLUTE = args.absolute
     rng = random.Random(args.seed)
     fig = Figures(seed=args.seed)
     final_n = args.final_phase or max(100, args.n // 20)
@@ -363,7 +216,7 @@ def main() -> int:
                     sink.append(b)
                 return
             name = rng.choice(LAMPS)
-            cmd = random_light_command(rng)
+            cmd = random_light_command(rng, absolute=args.absolute)
             model[name] = model[name].apply(cmd)
             send(name, json.dumps(cmd), "set")
             if sink is not None:
@@ -431,13 +284,13 @@ def main() -> int:
         marks = {n: len(d.world.events) for n, d in devices.items()}
         presses: list[int] = []
         for name in LAMPS:
-            cmd = random_light_command(rng, full=True)
+            cmd = random_light_command(rng, full=True, absolute=args.absolute)
             model[name] = model[name].apply(cmd)
             expected[name].append(model[name])
             send(name, json.dumps(cmd), "set")
         stream(final_n, sink=presses, presses_every=max(10, final_n // 8))
         for name in LAMPS:
-            cmd = random_light_command(rng, full=True)
+            cmd = random_light_command(rng, full=True, absolute=args.absolute)
             model[name] = model[name].apply(cmd)
             expected[name].append(model[name])
             send(name, json.dumps(cmd), "set")
@@ -566,42 +419,6 @@ def main() -> int:
     else:
         print(f"gatewaysoak: logs in {workdir}")
     return 1 if fig.failures else 0
-
-
-def report(f: Figures) -> None:
-    print("\n== gateway soak ==")
-    print(f"seed {f.seed}; wall time {f.wall_s} s (command stream {f.final.get('stream_s')} s)")
-    print(f"commands: {f.commands} ({f.commands_chaos} with restarts, {f.commands_final_phase} after the last); "
-          + ", ".join(f"{k} {v}" for k, v in f.per_device.items()))
-    dr = [r["reconnect_s"] for r in f.device_restarts if r["reconnect_s"] is not None]
-    br = [r["reconnect_s"] for r in f.broker_restarts if r["reconnect_s"] is not None]
-    print(f"device restarts: {len(f.device_restarts)} "
-          + " ".join(f"[{r['device']} {r['signal']} @{r['at_s']}s down {r['down_s']}s back {r['reconnect_s']}s]"
-                     for r in f.device_restarts))
-    print(f"broker restarts: {len(f.broker_restarts)} "
-          + " ".join(f"[@{r['at_s']}s down {r['down_s']}s reconnected {r['reconnect_s']}s]" for r in f.broker_restarts))
-    if dr:
-        print(f"device reconnect (process ready -> online): median {statistics.median(dr):.2f} s, max {max(dr):.2f} s")
-    if br:
-        print(f"broker reconnect (broker listening -> gateway connected): median {statistics.median(br):.2f} s, "
-              f"max {max(br):.2f} s")
-    for name in LAMPS:
-        r = f.final.get(name)
-        if r:
-            print(f"{name}: device {r['device']} (expected {r['expected_device']}), {r['commands']} commands -> "
-                  f"{r['state_messages']} state messages, in order: {r['in_order_subsequence']}, "
-                  f"retained ok: {r.get('retained_state') == r['expected_state']}")
-    if "Harness" in f.final:
-        h = f.final["Harness"]
-        print(f"Harness: {h['presses']} presses after the last restart, writes {h['writes']} (expected {h['expected_writes']})")
-    if f.rss_kb:
-        r = f.rss_kb
-        print(f"RSS (KiB, {r['samples']} samples): first {r['first']}, median {r['median']}, last {r['last']}, "
-              f"max {r['max']}; first third {r['first_third_mean']} -> last third {r['last_third_mean']} "
-              f"({r['growth_pct']:+.1f} %), slope {r['slope_kb_per_min']} KiB/min")
-    print(f"open descriptors: {f.fds}")
-    print(f"gateway log: {f.gateway_log}")
-    print("RESULT: " + ("PASS" if not f.failures else "FAIL\n  " + "\n  ".join(f.failures)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""A Tools/vworld.py process and the JSON events it prints: start it, wait for
-an event with a deadline, stop it. Used by the scripts (demo, bench, soak) and,
-through Tests/integration/conftest.py, by every integration test."""
+"""A vworld process (attledtools.drivers.vworld) and the JSON events it prints:
+start it, wait for an event with a deadline, stop it. Used by the scripts
+(demo, bench, soak) and, through Tests/integration/conftest.py, by every
+integration test."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-VWORLD = ROOT / "Tools" / "vworld.py"
+from attledtools import REPO_ROOT, module_command, module_env
+
+ROOT = REPO_ROOT
+VWORLD = "attledtools.drivers.vworld"  # the module: module_command(VWORLD, ...)
 
 
 def free_port() -> int:
@@ -37,7 +38,7 @@ class WorldProcess:
         self._cond = threading.Condition()
         self._eof = False
         self.proc = subprocess.Popen(
-            [sys.executable, str(VWORLD), *args, "--exit-on-stdin-eof", "--lifetime", str(lifetime)],
+            module_command(VWORLD, *args, "--exit-on-stdin-eof", "--lifetime", str(lifetime)), env=module_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL,
             text=True, bufsize=1, cwd=str(ROOT))

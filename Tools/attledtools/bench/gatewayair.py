@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """make bench, section "gateway-air": the air-time model of a gateway command.
 
 The virtual links deliver a PDU at once whatever the connection interval, so
@@ -30,11 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from attledproc import AttledProcess  # noqa: E402
-from mqttbroker import Broker  # noqa: E402
-from worldproc import WorldProcess  # noqa: E402
+from attledtools import REPO_ROOT
+from attledtools.drivers.attledproc import AttledProcess
+from attledtools.drivers.mqttbroker import Broker
+from attledtools.drivers.worldproc import WorldProcess
 
 TARGET_MS = 100.0
 IDLE_WAIT_S = 25.0  # the gateway goes idle after 10 s quiet
@@ -117,7 +115,7 @@ def run(attled: str, figures: dict) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--attled", default=str(Path(__file__).resolve().parents[1] / ".build/debug/attled"))
+    ap.add_argument("--attled", default=str(REPO_ROOT / ".build/debug/attled"))
     args = ap.parse_args()
     figures: dict = {}
     failures = run(args.attled, figures)

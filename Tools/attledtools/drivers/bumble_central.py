@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Reference LED central done the ordinary way, with Bumble's own host stack.
 
-    bumble_central.py --transport tcp-client:127.0.0.1:PORT --name CassarTech --rgb 255,0,0
+    PYTHONPATH=Tools python -m attledtools.drivers.bumble_central --transport tcp-client:127.0.0.1:PORT --name CassarTech --rgb 255,0,0
 
 Scans for the name (or --uuid / --address), connects, discovers the LED
 service (pycom, particle or harness) and its characteristics, writes the
@@ -34,17 +33,14 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bumble import att, hci
+from bumble.core import UUID, AdvertisingData
+from bumble.device import Device, Peer
+from bumble.gatt import Characteristic
+from bumble.transport import open_transport
 
-from bumble import att, hci  # noqa: E402
-from bumble.core import UUID, AdvertisingData  # noqa: E402
-from bumble.device import Device, Peer  # noqa: E402
-from bumble.gatt import Characteristic  # noqa: E402
-from bumble.transport import open_transport  # noqa: E402
-
-from ledperipheral import PROFILES  # noqa: E402
+from attledtools.peers.profiles import PROFILES
 
 EXIT_OK, EXIT_OTHER, EXIT_NOT_FOUND, EXIT_CONNECT, EXIT_DISCOVER, EXIT_WRITE = 0, 1, 2, 3, 4, 5
 

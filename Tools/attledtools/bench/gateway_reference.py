@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Reference MQTT-to-LED gateway done the ordinary way: Bumble's and paho's own APIs.
 
-    gateway_reference.py --transport tcp-client:127.0.0.1:PORT --name Lamp1 --mqtt 127.0.0.1:1883
+    PYTHONPATH=Tools python -m attledtools.bench.gateway_reference --transport tcp-client:127.0.0.1:PORT --name Lamp1 --mqtt 127.0.0.1:1883
 
-The baseline `make bench` (Tools/gatewaybench.py) measures `attled gateway`
+The baseline `make bench` (gatewaybench.py) measures `attled gateway`
 against. It does the same job for one pycom LED and nothing more:
 
   - Bumble Device as central: scan for the name, connect, discover the LED
@@ -32,17 +31,14 @@ import signal
 import socket
 import sys
 import threading
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paho.mqtt.client as mqtt
+from bumble import hci
+from bumble.core import UUID, AdvertisingData
+from bumble.device import Device, Peer
+from bumble.transport import open_transport
 
-import paho.mqtt.client as mqtt  # noqa: E402
-from bumble import hci  # noqa: E402
-from bumble.core import UUID, AdvertisingData  # noqa: E402
-from bumble.device import Device, Peer  # noqa: E402
-from bumble.transport import open_transport  # noqa: E402
-
-from ledperipheral import PROFILES  # noqa: E402
+from attledtools.peers.profiles import PROFILES
 
 
 def say(**event) -> None:

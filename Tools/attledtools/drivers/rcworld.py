@@ -1,6 +1,6 @@
 """Android's Root Canal as the controller of a virtual world (vworld --controller rootcanal).
 
-Named rcworld, not rootcanal: Tools/ is on sys.path and would hide the package.
+Named rcworld, not rootcanal: the name of the package it drives.
 
 Root Canal (PyPI ``rootcanal``, pinned in requirements.txt) is a virtual
 controller written in C++, independent of Bumble's. One process serves an HCI

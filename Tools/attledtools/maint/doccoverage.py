@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Doc-comment coverage of the library's public API: public types, functions
 and initialisers (issue 11 asks for at least 90%), and `- Throws:` on public
-throwing functions. Usage: Tools/doccoverage.py [--list] [--min PCT]"""
+throwing functions. Usage: PYTHONPATH=Tools python -m attledtools.maint.doccoverage [--list] [--min PCT]"""
 import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1] / "Sources"
+ROOT = pathlib.Path(__file__).resolve().parents[3] / "Sources"  # Tools/attledtools/maint/ -> the repository
 SKIP = {"AttledCLI", "attled", "attled-bench", "smp-selftest", "CBluetooth", "CCrypto", "CMosquitto", "CMosquittoLoader"}
 DECL = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*public\s+(?:(?:final|static|override|convenience|mutating|nonisolated|indirect)\s+)*"
                   r"(class|struct|enum|protocol|func|init\??|typealias)\b")

@@ -1,20 +1,19 @@
-#!/usr/bin/env python3
 """Gateway latency (issue 12): `attled gateway` against a Bumble-and-paho reference.
 
 Run alone (any attled binary with the gateway built in):
 
-    .venv/bin/python Tools/gatewaybench.py --attled .build/debug/attled [-n 300] [--json figures.json]
+    PYTHONPATH=Tools .venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled [-n 300] [--json figures.json]
 
-`make bench` runs it as the "gateway" section of Tools/bench.py, on the
+`make bench` runs it as the "gateway" section of bench.py, on the
 release binary.
 
 Set-up: a private mosquitto broker on a free loopback port (generated
-configuration, no persistence), and two virtual worlds (Tools/vworld.py), one
+configuration, no persistence), and two virtual worlds (drivers/vworld.py), one
 per gateway under test so they do not interfere, each with one pycom LED
 (Lamp1). Then, both gateways running:
   - attled:     `attled gateway -i tcp:... --mqtt 127.0.0.1:PORT --name Lamp1`
                 (topics attled/<node>/set);
-  - reference:  Tools/gateway_reference.py, the same job with Bumble's and
+  - reference:  gateway_reference.py, the same job with Bumble's and
                 paho's own APIs (topics ref/<node>/set).
 
 Latency: N commands per gateway (default 300), alternating attled and
@@ -52,12 +51,12 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mqttbroker import MOSQUITTO, Broker  # noqa: E402
-from worldproc import WorldProcess, free_port  # noqa: E402
-from attledproc import AttledProcess  # noqa: E402
+from attledtools import REPO_ROOT, module_command, module_env
+from attledtools.drivers.mqttbroker import MOSQUITTO, Broker
+from attledtools.drivers.worldproc import WorldProcess, free_port
+from attledtools.drivers.attledproc import AttledProcess
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 TARGET_P50_MS, TARGET_P99_MS = 3.0, 10.0
 
 
@@ -158,9 +157,10 @@ def start_reference(broker: Broker, work: Path, env: dict) -> Gateway:
     world = start_world()
     log = work / "reference-gateway.log"
     port = world.ready["hosts"][0].rsplit(":", 1)[1]
-    cmd = [sys.executable, str(ROOT / "Tools/gateway_reference.py"), "--transport", f"tcp-client:127.0.0.1:{port}",
-           "--name", "Lamp1", "--mqtt", f"127.0.0.1:{broker.port}", "--exit-on-stdin-eof"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
+    cmd = module_command("attledtools.bench.gateway_reference", "--transport", f"tcp-client:127.0.0.1:{port}",
+                         "--name", "Lamp1", "--mqtt", f"127.0.0.1:{broker.port}", "--exit-on-stdin-eof")
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+                            env=module_env(env))
     assert proc.stdout is not None
     line = proc.stdout.readline()  # {"event":"ready",...} or {"event":"error",...}
     try:
@@ -367,7 +367,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def section_args(attled: str, n: int = 300) -> argparse.Namespace:
-    """The defaults, for Tools/bench.py's gateway section."""
+    """The defaults, for bench.py's gateway section."""
     return argparse.Namespace(attled=attled, n=n, burst=200, timeout=2.0, broker_nagle=False, keep=False)
 
 

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """make demo: attled against the built-in virtual CassarTech LED.
 
-Starts Tools/vworld.py (a Bumble virtual controller for attled on a local TCP
-port, and the virtual CassarTech LED, pycom profile, on the same virtual
-air), runs `attled scan`, then the main job
+Starts vworld (attledtools.drivers.vworld: a Bumble virtual controller for
+attled on a local TCP port, and the virtual CassarTech LED, pycom profile, on
+the same virtual air), runs `attled scan`, then the main job
 `attled --transport tcp:... --name CassarTech --rgb 255,0,0`, and shows the
 LED's new state as the virtual device reports it. Every wait has a deadline.
 """
@@ -16,11 +15,11 @@ import os
 import subprocess
 import tempfile
 import sys
-from pathlib import Path
 
-from worldproc import WorldProcess, free_port
+from attledtools import REPO_ROOT
+from attledtools.drivers.worldproc import WorldProcess, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from worldproc import free_port
+from attledtools.drivers.worldproc import free_port
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion

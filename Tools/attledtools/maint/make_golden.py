@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Writes Tests/BLEStackTests/Golden/synthetic.btsnoop: one capture holding every
 AD type and every ATT opcode attled knows, plus L2CAP signalling and SMP, for
 the golden decode test. (The real-run golden capture comes from an attled run:

@@ -1,0 +1,4 @@
+"""The processes and worlds of the tests: vworld (the virtual air; its parts in
+air/), rcworld (Root Canal), worldproc / attledproc / mqttbroker (a vworld,
+attled or mosquitto process driven from Python), bumble_central (the
+reference central)."""

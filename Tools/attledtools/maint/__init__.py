@@ -1,0 +1,2 @@
+"""Repository upkeep: the doc comment coverage of Sources/ (doccoverage), the
+synthetic golden capture (make_golden)."""

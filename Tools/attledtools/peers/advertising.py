@@ -1,0 +1,51 @@
+"""A peer's legacy advertising data: flags, local name and service UUID."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+from attledtools.peers.options import PeripheralOptions
+from attledtools.peers.profiles import PROFILES
+
+# Legacy advertising data limit (Core Vol 6, Part B, 2.3.1.1).
+LEGACY_ADV_DATA_MAX = 31
+
+# AD types (Core Supplement, Part A, 1).
+AD_FLAGS = 0x01
+AD_COMPLETE_128 = 0x07
+AD_SHORTENED_NAME = 0x08
+AD_COMPLETE_NAME = 0x09
+ADV_FLAGS_VALUE = 0x06  # LE General Discoverable | BR/EDR Not Supported
+
+
+def _ad(ad_type: int, data: bytes) -> bytes:
+    return bytes([len(data) + 1, ad_type]) + data
+
+
+def uuid128_le(text: str) -> bytes:
+    """A 128-bit UUID in the little-endian byte order used on the air."""
+    return uuidlib.UUID(text).bytes[::-1]
+
+
+def build_advertising_data(opts: PeripheralOptions) -> bytes:
+    """Legacy advertising data: [Flags] + local name + 128-bit UUID list.
+
+    Flags are included only if everything fits in 31 bytes (flags=auto); with
+    "CassarTech" and one 128-bit UUID it is 12 + 18 = 30 bytes, so no Flags.
+    """
+    body = b""
+    if opts.name_in != "none":
+        text = opts.name if opts.short_len is None else opts.name[: opts.short_len]
+        ad_type = AD_COMPLETE_NAME if opts.name_in == "adv" else AD_SHORTENED_NAME
+        body += _ad(ad_type, text.encode("utf-8"))
+    if opts.advertise_uuid and opts.profile in PROFILES:
+        body += _ad(AD_COMPLETE_128, uuid128_le(PROFILES[opts.profile].service_uuid))
+    flags = _ad(AD_FLAGS, bytes([ADV_FLAGS_VALUE]))
+    if opts.flags == "1" or (opts.flags == "auto" and len(flags) + len(body) <= LEGACY_ADV_DATA_MAX):
+        body = flags + body
+    if len(body) > LEGACY_ADV_DATA_MAX:
+        raise ValueError(
+            f"advertising data for {opts.name!r} is {len(body)} bytes, over the legacy "
+            f"limit of {LEGACY_ADV_DATA_MAX}; shorten the name (short=N) or drop the UUID"
+        )
+    return body
