@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from mqttbroker import Broker, Watcher
+from attledtools.drivers.mqttbroker import Broker, Watcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
