@@ -34,10 +34,10 @@ MODULES=(
   "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLESMP"
   "LEDProfile BLEWire BLEHCI BLEATT BLEGATT"
   "BLESMP BLEWire"
-  "Attled BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
+  "Attled BLEWire AttledJSON BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
   "AttledLED Attled LEDProfile BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLESMP"
   "AttledCLI Attled AttledLED AttledJSON BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
-  "BLEMQTT BLEWire BLETransport AttledJSON"
+  "BLEMQTT BLEWire BLETransport AttledJSON LEDProfile"
 )
 FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CEpoll" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
 
