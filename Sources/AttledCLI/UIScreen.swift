@@ -3,9 +3,6 @@ import AttledLED
 
 /// The UI's keys and screen.
 extension UIApp {
-    /// Input waiting to be handled (or stdin closed).
-    var inputPending: Bool { !term.input.isEmpty || term.input.eof.load(ordering: .relaxed) }
-
     func handleInput() {
         if term.input.eof.load(ordering: .relaxed) && term.input.isEmpty { quit(); return }
         for k in Terminal.keys(term.input.take()) { handle(k) }
