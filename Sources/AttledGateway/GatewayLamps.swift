@@ -45,7 +45,7 @@ extension Gateway {
     /// the colour read back or the harness subscribed; then ready.
     func lampUp(_ lamp: GatewayLamp, _ link: Link) {
         let report = Report(prefix: "gateway: \(lamp.label): ", quiet: !config.verbose)
-        report.output = { [weak self] line in self?.log(String(line.dropFirst("attled: ".count))) }
+        report.output = { [weak self] line in self?.log(line) }
         let sec = Securer(policy: config.security, store: bonds, report: report)
         sec.attach(link)
         lamp.securer = sec
