@@ -34,44 +34,164 @@ public struct HCICommand: Hashable, Sendable {
     }
 }
 
-// MARK: - Commands without parameters (Core Vol 4 Part E 7.3.2, 7.4.x, 7.8.x)
+// MARK: - Link control, controller and baseband, informational, status (7.1-7.5)
+
+extension HCI {
+    /// Disconnect (7.1.6): handle and reason.
+    public struct Disconnect: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x0406, "Disconnect")
+        public var handle: UInt16 = 0
+        public var reason: HCIStatus = .remoteUserTerminated
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {
+            try f.handle(&handle)
+            try f.code("Reason", "Reason", &reason)
+        }
+    }
+
+    /// Set Event Mask (7.3.1).
+    public struct SetEventMask: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x0C01, "Set Event Mask")
+        public var mask: UInt64 = 0
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {
+            try f.u64("Event_Mask", "Mask", &mask, secret: false, HCIShow.h64)
+        }
+    }
+
+    /// Reset (7.3.2).
+    public struct Reset: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x0C03, "Reset")
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// Read Local Version Information (7.4.1).
+    public struct ReadLocalVersion: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x1001, "Read Local Version Information")
+        public static var returnParameters: (any HCIReturnParameters.Type)? { LocalVersion.self }
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// Read Local Supported Commands (7.4.2): 64 octets of command bits.
+    public struct ReadLocalSupportedCommands: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x1002, "Read Local Supported Commands")
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// Read Local Supported Features (7.4.3): 8 octets of LMP feature bits.
+    public struct ReadLocalSupportedFeatures: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x1003, "Read Local Supported Features")
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// Read Buffer Size (7.4.5).
+    public struct ReadBufferSize: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x1005, "Read Buffer Size")
+        public static var returnParameters: (any HCIReturnParameters.Type)? { BufferSize.BREDR.self }
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// Read BD_ADDR (7.4.6).
+    public struct ReadBDADDR: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x1009, "Read BD_ADDR")
+        public static var returnParameters: (any HCIReturnParameters.Type)? { Return.self }
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+
+        /// The controller's public address.
+        public struct Return: HCIReturnParameters {
+            public var address = BDAddress(wire: [0, 0, 0, 0, 0, 0])
+            public init() {}
+            public mutating func fields(_ f: inout some HCIFieldWalker) throws {
+                try f.address("BD_ADDR", "Address", &address) { "\($0)" }
+            }
+        }
+    }
+
+    /// Read RSSI (7.5.4): of a connection.
+    public struct ReadRSSI: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x1405, "Read RSSI")
+        public var handle: UInt16 = 0
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.handle(&handle) }
+    }
+
+    // MARK: LE controller commands without parameters, and the event masks
+
+    /// LE Set Event Mask (7.8.1).
+    public struct LESetEventMask: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x2001, "LE Set Event Mask")
+        public var mask: UInt64 = 0
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {
+            try f.u64("LE_Event_Mask", "Mask", &mask, secret: false, HCIShow.h64)
+        }
+    }
+
+    /// LE Read Buffer Size (7.8.2).
+    public struct LEReadBufferSize: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x2002, "LE Read Buffer Size")
+        public static var returnParameters: (any HCIReturnParameters.Type)? { BufferSize.LE.self }
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// LE Read Local Supported Features (7.8.3): 8 octets of LE feature bits.
+    public struct LEReadLocalSupportedFeatures: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x2003, "LE Read Local Supported Features")
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+
+    /// LE Set Random Address (7.8.4).
+    public struct LESetRandomAddress: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x2005, "LE Set Random Address")
+        public var address = BDAddress(wire: [0, 0, 0, 0, 0, 0])
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {
+            try f.address("Random_Address", "Address", &address) { "\($0) (\($0.randomKind))" }
+        }
+    }
+
+    /// LE Create Connection Cancel (7.8.13).
+    public struct LECreateConnectionCancel: HCIDeclaredCommand {
+        public static let declaration = HCICommandDeclaration(0x200E, "LE Create Connection Cancel")
+        public init() {}
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
+    }
+}
 
 extension HCICommand {
-    public static var reset: HCICommand { HCICommand(.reset) }
-    public static var readLocalVersion: HCICommand { HCICommand(.readLocalVersion) }
-    public static var readLocalSupportedCommands: HCICommand { HCICommand(.readLocalSupportedCommands) }
-    public static var readLocalSupportedFeatures: HCICommand { HCICommand(.readLocalSupportedFeatures) }
-    public static var readBufferSize: HCICommand { HCICommand(.readBufferSize) }
-    public static var readBDADDR: HCICommand { HCICommand(.readBDADDR) }
-    public static var leReadBufferSize: HCICommand { HCICommand(.leReadBufferSize) }
-    public static var leReadLocalSupportedFeatures: HCICommand { HCICommand(.leReadLocalSupportedFeatures) }
-    public static var leCreateConnectionCancel: HCICommand { HCICommand(.leCreateConnectionCancel) }
+    public static var reset: HCICommand { HCI.Reset().command }
+    public static var readLocalVersion: HCICommand { HCI.ReadLocalVersion().command }
+    public static var readLocalSupportedCommands: HCICommand { HCI.ReadLocalSupportedCommands().command }
+    public static var readLocalSupportedFeatures: HCICommand { HCI.ReadLocalSupportedFeatures().command }
+    public static var readBufferSize: HCICommand { HCI.ReadBufferSize().command }
+    public static var readBDADDR: HCICommand { HCI.ReadBDADDR().command }
+    public static var leReadBufferSize: HCICommand { HCI.LEReadBufferSize().command }
+    public static var leReadLocalSupportedFeatures: HCICommand { HCI.LEReadLocalSupportedFeatures().command }
+    public static var leCreateConnectionCancel: HCICommand { HCI.LECreateConnectionCancel().command }
 
     /// Set Event Mask (7.3.1): 8-byte mask.
     public static func setEventMask(_ mask: UInt64) -> HCICommand {
-        var w = ByteWriter(); w.u64(mask); return HCICommand(.setEventMask, w.bytes)
+        var c = HCI.SetEventMask(); c.mask = mask; return c.command
     }
     /// LE Set Event Mask (7.8.1): 8-byte mask.
     public static func leSetEventMask(_ mask: UInt64) -> HCICommand {
-        var w = ByteWriter(); w.u64(mask); return HCICommand(.leSetEventMask, w.bytes)
+        var c = HCI.LESetEventMask(); c.mask = mask; return c.command
     }
     /// LE Set Random Address (7.8.4).
     public static func leSetRandomAddress(_ a: BDAddress) -> HCICommand {
-        HCICommand(.leSetRandomAddress, a.bytes)
+        var c = HCI.LESetRandomAddress(); c.address = a; return c.command
     }
     /// Disconnect (7.1.6): handle and reason.
     public static func disconnect(handle: UInt16, reason: HCIStatus = .remoteUserTerminated) -> HCICommand {
-        var w = ByteWriter(); w.u16(handle); w.u8(reason.rawValue); return HCICommand(.disconnect, w.bytes)
-    }
-    /// LE Set Scan Enable (7.8.11).
-    public static func leSetScanEnable(_ enable: Bool, filterDuplicates: Bool) -> HCICommand {
-        HCICommand(.leSetScanEnable, [enable ? 1 : 0, filterDuplicates ? 1 : 0])
-    }
-    /// LE Set Extended Scan Enable (7.8.65): enable, filter duplicates, duration (10 ms), period (1.28 s).
-    public static func leSetExtendedScanEnable(_ enable: Bool, filterDuplicates: Bool, duration: UInt16 = 0, period: UInt16 = 0) -> HCICommand {
-        var w = ByteWriter()
-        w.u8(enable ? 1 : 0); w.u8(filterDuplicates ? 1 : 0); w.u16(duration); w.u16(period)
-        return HCICommand(.leSetExtendedScanEnable, w.bytes)
+        var c = HCI.Disconnect(); c.handle = handle; c.reason = reason; return c.command
     }
 }
 
@@ -88,211 +208,4 @@ public enum EventMasks {
         let bits: [UInt64] = [0, 1, 2, 3, 6, 9, 11, 12, 19]
         return bits.reduce(UInt64(0)) { $0 | (UInt64(1) << $1) }
     }()
-}
-
-/// LE Set Scan Parameters (Core Vol 4 Part E 7.8.10). Interval and window in 0.625 ms units.
-public struct LEScanParameters: Hashable, Sendable {
-    public var active: Bool
-    public var interval: UInt16
-    public var window: UInt16
-    public var ownAddressType: AddressType
-    public var filterPolicy: UInt8
-
-    /// Scan parameters; the defaults are an active scan with a 10 ms interval
-    /// and window (0x0010), public own address, no filter accept list.
-    public init(active: Bool = true, interval: UInt16 = 0x0010, window: UInt16 = 0x0010,
-                ownAddressType: AddressType = .public, filterPolicy: UInt8 = 0) {
-        self.active = active; self.interval = interval; self.window = window
-        self.ownAddressType = ownAddressType; self.filterPolicy = filterPolicy
-    }
-
-    public var command: HCICommand {
-        var w = ByteWriter()
-        w.u8(active ? 1 : 0); w.u16(interval); w.u16(window); w.u8(ownAddressType.rawValue); w.u8(filterPolicy)
-        return HCICommand(.leSetScanParameters, w.bytes)
-    }
-
-    /// Decodes the parameters of LE Set Scan Parameters (7.8.10), e.g. as seen by the tracer.
-    /// - Throws: `WireError` if the parameters are not exactly 7 bytes.
-    public static func decode(_ p: [UInt8]) throws -> LEScanParameters {
-        var r = ByteReader(p)
-        let v = LEScanParameters(active: try r.u8("LE_Scan_Type") == 1, interval: try r.u16("LE_Scan_Interval"),
-                                 window: try r.u16("LE_Scan_Window"), ownAddressType: AddressType(rawValue: try r.u8("Own_Address_Type")),
-                                 filterPolicy: try r.u8("Scanning_Filter_Policy"))
-        try r.expectEnd("LE Set Scan Parameters")
-        return v
-    }
-
-    /// As the extended command (7.8.64), 1M PHY only.
-    public var extendedCommand: HCICommand {
-        var w = ByteWriter()
-        w.u8(ownAddressType.rawValue); w.u8(filterPolicy); w.u8(0x01) // PHYs: LE 1M
-        w.u8(active ? 1 : 0); w.u16(interval); w.u16(window)
-        return HCICommand(.leSetExtendedScanParameters, w.bytes)
-    }
-
-    /// Decodes LE Set Extended Scan Parameters, returning the first PHY's settings.
-    /// - Throws: `WireError` if a PHY's block is truncated, bytes are left over, or no PHY bit is set.
-    public static func decodeExtended(_ p: [UInt8]) throws -> (params: LEScanParameters, phys: UInt8) {
-        var r = ByteReader(p)
-        let own = AddressType(rawValue: try r.u8("Own_Address_Type"))
-        let filter = try r.u8("Scanning_Filter_Policy")
-        let phys = try r.u8("Scanning_PHYs")
-        var first: LEScanParameters? = nil
-        for bit in 0..<8 where phys & (1 << UInt8(bit)) != 0 {
-            let v = LEScanParameters(active: try r.u8("Scan_Type") == 1, interval: try r.u16("Scan_Interval"),
-                                     window: try r.u16("Scan_Window"), ownAddressType: own, filterPolicy: filter)
-            if first == nil { first = v }
-        }
-        try r.expectEnd("LE Set Extended Scan Parameters")
-        guard let f = first else { throw WireError.invalid(field: "Scanning_PHYs", reason: "no PHY selected") }
-        return (f, phys)
-    }
-}
-
-/// Connection parameters (Core Vol 4 Part E 7.8.12/7.8.18). Intervals in 1.25 ms, timeout in 10 ms.
-public struct ConnectionParameters: Hashable, Sendable {
-    public var intervalMin: UInt16
-    public var intervalMax: UInt16
-    public var latency: UInt16
-    public var supervisionTimeout: UInt16
-    public var minCELength: UInt16
-    public var maxCELength: UInt16
-
-    /// Connection parameters; the defaults ask for a 30-50 ms interval, no
-    /// latency and a 5 s supervision timeout, with no CE length hint.
-    public init(intervalMin: UInt16 = 0x0018, intervalMax: UInt16 = 0x0028, latency: UInt16 = 0,
-                supervisionTimeout: UInt16 = 0x01F4, minCELength: UInt16 = 0, maxCELength: UInt16 = 0) {
-        self.intervalMin = intervalMin; self.intervalMax = intervalMax; self.latency = latency
-        self.supervisionTimeout = supervisionTimeout; self.minCELength = minCELength; self.maxCELength = maxCELength
-    }
-
-    /// For one-shot jobs (a CLI run): 7.5-15 ms, no latency, 2 s supervision
-    /// timeout. Every ATT round trip costs one or two connection intervals on
-    /// real radio, so a short job asks for the shortest interval.
-    public static let oneShot = ConnectionParameters(intervalMin: 0x0006, intervalMax: 0x000C, latency: 0, supervisionTimeout: 0x00C8)
-
-    /// For a link kept up while idle (the gateway, after a quiet spell):
-    /// 30 ms, no peripheral latency, 4 s supervision timeout. LED lamps are
-    /// mains-powered, so the idle policy is chosen for the first command's
-    /// latency: a command's writes go out before the update back to the
-    /// short interval takes effect (its instant is at least 6 events away),
-    /// so a pycom colour (3 Write Requests) costs 3 x 30 = 90 ms of air time
-    /// on an idle link (`make bench` reports the model; it was up to 3 x 200
-    /// ms plus 4 skipped events at 100-200 ms with latency 4).
-    public static let idle = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0018, latency: 0, supervisionTimeout: 0x0190)
-
-    /// The range checks of Core Vol 4 Part E 7.8.12: interval 7.5 ms..4 s, latency <= 499,
-    /// timeout 100 ms..32 s and longer than (1 + latency) * interval_max * 2.
-    public var isValid: Bool {
-        guard intervalMin >= 6, intervalMax <= 3200, intervalMin <= intervalMax else { return false }
-        guard latency <= 499, supervisionTimeout >= 10, supervisionTimeout <= 3200 else { return false }
-        // timeout (10 ms units) * 10 > (1 + latency) * intervalMax (1.25 ms units) * 1.25 * 2
-        return UInt32(supervisionTimeout) * 4 > (1 + UInt32(latency)) * UInt32(intervalMax)
-    }
-
-    func write(_ w: inout ByteWriter) {
-        w.u16(intervalMin); w.u16(intervalMax); w.u16(latency); w.u16(supervisionTimeout)
-        w.u16(minCELength); w.u16(maxCELength)
-    }
-
-    static func read(_ r: inout ByteReader) throws -> ConnectionParameters {
-        ConnectionParameters(intervalMin: try r.u16("Connection_Interval_Min"), intervalMax: try r.u16("Connection_Interval_Max"),
-                             latency: try r.u16("Max_Latency"), supervisionTimeout: try r.u16("Supervision_Timeout"),
-                             minCELength: try r.u16("Min_CE_Length"), maxCELength: try r.u16("Max_CE_Length"))
-    }
-}
-
-/// LE Create Connection (Core Vol 4 Part E 7.8.12).
-public struct LECreateConnection: Hashable, Sendable {
-    public var scanInterval: UInt16
-    public var scanWindow: UInt16
-    public var filterPolicy: UInt8
-    public var peer: DeviceAddress
-    public var ownAddressType: AddressType
-    public var connection: ConnectionParameters
-
-    /// Create Connection parameters for `peer`; the defaults scan with a 10 ms
-    /// interval and window, connect to that peer only (no filter accept list)
-    /// and use the default `ConnectionParameters`.
-    public init(peer: DeviceAddress, ownAddressType: AddressType, scanInterval: UInt16 = 0x0010, scanWindow: UInt16 = 0x0010,
-                filterPolicy: UInt8 = 0, connection: ConnectionParameters = ConnectionParameters()) {
-        self.peer = peer; self.ownAddressType = ownAddressType; self.scanInterval = scanInterval
-        self.scanWindow = scanWindow; self.filterPolicy = filterPolicy; self.connection = connection
-    }
-
-    public var command: HCICommand {
-        var w = ByteWriter(capacity: 25)
-        w.u16(scanInterval); w.u16(scanWindow); w.u8(filterPolicy)
-        w.u8(peer.type.rawValue); peer.address.write(&w); w.u8(ownAddressType.rawValue)
-        connection.write(&w)
-        return HCICommand(.leCreateConnection, w.bytes)
-    }
-
-    /// Decodes the parameters of LE Create Connection (7.8.12).
-    /// - Throws: `WireError` if the parameters are not exactly 25 bytes.
-    public static func decode(_ p: [UInt8]) throws -> LECreateConnection {
-        var r = ByteReader(p)
-        let si = try r.u16("LE_Scan_Interval"), sw = try r.u16("LE_Scan_Window"), fp = try r.u8("Initiator_Filter_Policy")
-        let pt = AddressType(rawValue: try r.u8("Peer_Address_Type"))
-        let pa = try BDAddress.read(&r, "Peer_Address")
-        let own = AddressType(rawValue: try r.u8("Own_Address_Type"))
-        let c = try ConnectionParameters.read(&r)
-        try r.expectEnd("LE Create Connection")
-        return LECreateConnection(peer: DeviceAddress(pa, pt), ownAddressType: own, scanInterval: si, scanWindow: sw, filterPolicy: fp, connection: c)
-    }
-
-    /// As LE Extended Create Connection (7.8.66), 1M PHY only.
-    public var extendedCommand: HCICommand {
-        var w = ByteWriter(capacity: 26)
-        w.u8(filterPolicy); w.u8(ownAddressType.rawValue); w.u8(peer.type.rawValue); peer.address.write(&w)
-        w.u8(0x01) // Initiating_PHYs: LE 1M
-        w.u16(scanInterval); w.u16(scanWindow); connection.write(&w)
-        return HCICommand(.leExtendedCreateConnection, w.bytes)
-    }
-
-    /// Decodes LE Extended Create Connection (7.8.66), keeping the first initiating PHY's parameters.
-    /// - Throws: `WireError` if a PHY's block is truncated, bytes are left over, or no PHY bit is set.
-    public static func decodeExtended(_ p: [UInt8]) throws -> LECreateConnection {
-        var r = ByteReader(p)
-        let fp = try r.u8("Initiator_Filter_Policy")
-        let own = AddressType(rawValue: try r.u8("Own_Address_Type"))
-        let pt = AddressType(rawValue: try r.u8("Peer_Address_Type"))
-        let pa = try BDAddress.read(&r, "Peer_Address")
-        let phys = try r.u8("Initiating_PHYs")
-        var first: LECreateConnection? = nil
-        for bit in 0..<8 where phys & (1 << UInt8(bit)) != 0 {
-            let si = try r.u16("Scan_Interval"), sw = try r.u16("Scan_Window")
-            let c = try ConnectionParameters.read(&r)
-            if first == nil {
-                first = LECreateConnection(peer: DeviceAddress(pa, pt), ownAddressType: own, scanInterval: si, scanWindow: sw, filterPolicy: fp, connection: c)
-            }
-        }
-        try r.expectEnd("LE Extended Create Connection")
-        guard let f = first else { throw WireError.invalid(field: "Initiating_PHYs", reason: "no PHY selected") }
-        return f
-    }
-}
-
-/// LE Connection Update (Core Vol 4 Part E 7.8.18).
-public struct LEConnectionUpdate: Hashable, Sendable {
-    public var handle: UInt16
-    public var parameters: ConnectionParameters
-    /// An update of connection `handle` to `parameters`.
-    public init(handle: UInt16, parameters: ConnectionParameters) {
-        self.handle = handle; self.parameters = parameters
-    }
-    public var command: HCICommand {
-        var w = ByteWriter(); w.u16(handle); parameters.write(&w)
-        return HCICommand(.leConnectionUpdate, w.bytes)
-    }
-    /// Decodes the parameters of LE Connection Update (7.8.18).
-    /// - Throws: `WireError` if the parameters are not exactly 14 bytes.
-    public static func decode(_ p: [UInt8]) throws -> LEConnectionUpdate {
-        var r = ByteReader(p)
-        let h = try r.u16("Connection_Handle")
-        let c = try ConnectionParameters.read(&r)
-        try r.expectEnd("LE Connection Update")
-        return LEConnectionUpdate(handle: h, parameters: c)
-    }
 }

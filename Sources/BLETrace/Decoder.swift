@@ -58,9 +58,7 @@ public final class PacketDecoder {
             return Decoded(header: "\(arrow) HCI Command (malformed) plen \(bytes.count)", fields: ["        truncated or length mismatch: " + Hex.string(bytes)], layer: .hci)
         }
         let header = "\(arrow) HCI Command: \(cmd.opcode.name) (\(Self.h16(cmd.opcode.rawValue))) plen \(cmd.parameters.count)"
-        var fields = cmd.traceFields
-        if cmd.opcode == .leEnableEncryption, showKeys, let f = try? cmd.encryptionFields(showKeys: true) { fields = f }
-        return Decoded(header: header, fields: fields.map { "        " + $0 }, layer: .hci)
+        return Decoded(header: header, fields: cmd.traceFields(showKeys: showKeys).map { "        " + $0 }, layer: .hci)
     }
 
     func decodeEvent(_ bytes: [UInt8], _ arrow: String) -> Decoded {
@@ -82,7 +80,7 @@ public final class PacketDecoder {
         case .leAdvertisingReport: layer = .adv
         default: break
         }
-        return Decoded(header: header, fields: ev.traceFields(advertisingReport: \.traceFields).map { "      " + $0 }, layer: layer)
+        return Decoded(header: header, fields: HCIEvent.traceFields(bytes, showKeys: showKeys, advertisingReport: \.traceFields).map { "      " + $0 }, layer: layer)
     }
 
     /// Each AD structure on its own line(s) (`AdvertisingData.traceFields`), indented by `i`.
