@@ -23,10 +23,22 @@ struct UIStateTests {
         let ui: UIModel
         var changes = 0
 
-        /// - Parameter autoConnect: the lamp advertises as soon as scanning
-        ///   starts and each connection attempt completes at once (for `run()`).
-        init(_ server: ScriptedGATTServer, autoConnect: Bool = false) throws {
+        /// - Parameters:
+        ///   - autoConnect: the lamp advertises as soon as scanning starts and
+        ///     each connection attempt completes at once (for `run()`).
+        ///   - acceptList: the controller lists the Filter Accept List commands
+        ///     (8 entries), so the UI reconnects from it (else by scanning).
+        init(_ server: ScriptedGATTServer, autoConnect: Bool = false, acceptList: Bool = false) throws {
             ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
+            if acceptList {
+                // Read Local Supported Commands, once, before the standing rule: octets 26-27 list the accept list.
+                var commands = [UInt8](repeating: 0, count: 64)
+                commands[26] = 0xC0; commands[27] = 0x03; commands[37] = 0x60
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + commands)])
+                ctl.when(command: .leReadFilterAcceptListSize, reply: [Ev.complete(.leReadFilterAcceptListSize, [0x00, 0x08])])
+                ctl.when(command: .leClearFilterAcceptList, reply: [Ev.complete(.leClearFilterAcceptList)])
+                ctl.when(command: .leAddDeviceToFilterAcceptList, reply: [Ev.complete(.leAddDeviceToFilterAcceptList)])
+            }
             ctl.autoCompleteACL = true
             ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
             ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)]
@@ -39,7 +51,7 @@ struct UIStateTests {
             stack.host.interruptible = false
             stack.central.airRequests = []
             ui = UIModel(stack: stack, resolver: LEDResolver(cache: nil, explicitProfile: nil, trustCache: false),
-                         filter: .name("Lamp1"), passive: false, connectTimeoutMs: 5_000, noAcceptList: true)
+                         filter: .name("Lamp1"), passive: false, connectTimeoutMs: 5_000, noAcceptList: !acceptList)
             ui.onChange = { [unowned self] in self.changes += 1 }
         }
 
@@ -155,6 +167,7 @@ struct UIStateTests {
         try r.keys(.right, .right, .right)
         #expect(r.ui.desired[0] == 14)
         #expect(r.server.writes == ["0003=0b"])
+        #expect(r.ui.link?.bearer.queuedRequests == 0, "a second write queued behind the one in flight")
         // The first write is answered: the latest value (not 12, 13) goes next.
         try r.release { r.server.writes.count == 2 }
         #expect(r.ui.onDevice[0] == 11 && r.ui.inFlight[0])
@@ -215,6 +228,25 @@ struct UIStateTests {
         try r.pump { r.ui.enabled }
         #expect(r.ui.state == .connected && r.connectsSent == 2)
         #expect(r.ui.desired == [12, 20, 30], "the values the device has now")
+    }
+
+    @Test("with the Filter Accept List: after a disconnection the UI waits for the lamp from the accept list (state connecting), and the controller's connection brings the sliders back")
+    func disconnectAcceptList() throws {
+        let r = try Rig(.pycom(1, 2, 3), acceptList: true)
+        try r.connected()
+        #expect(r.ctl.remainingScript.isEmpty, "the accept-list commands were not listed")
+        r.ctl.deliver(Ev.disconnected(handle: 1, reason: 0x08))
+        try r.pump { r.ui.state == .connecting }
+        #expect(r.ui.state == .connecting && !r.ui.enabled && r.ui.link == nil && r.ui.desired == [0, 0, 0])
+        #expect(r.ui.status == "waiting for Lamp1 to advertise (Filter Accept List)")
+        // Clear, Add of the lamp, then LE Create Connection with Initiator_Filter_Policy 1 (the accept list).
+        let fromList = { r.ctl.sentHex(.command).last { $0.hasPrefix("01 0d 20 19 10 00 10 00 01") } }
+        try r.pump { fromList() != nil }
+        #expect(fromList() == "01 0d 20 19 10 00 10 00 01 01 55 44 33 22 11 c0 01 06 00 0c 00 00 00 c8 00 00 00 00 00")
+        #expect(Array(r.ctl.sentHex(.command).suffix(3)) == ["01 10 20 00", "01 11 20 07 01 55 44 33 22 11 c0", fromList()])
+        r.ctl.deliver(KeeperTests.connected(KeeperTests.lamp, handle: 1))
+        try r.pump { r.ui.enabled }
+        #expect(r.ui.state == .connected && r.ui.desired == [1, 2, 3])
     }
 
     // MARK: harness
