@@ -108,6 +108,9 @@ final class ScriptedController: HCITransport {
     var autoCompleteACL = false
     /// When true, `receive` throws `closedByPeer` once the inbox is empty.
     var closeWhenDrained = false
+    /// Answers what neither the script nor a rule did (a scripted peer, say:
+    /// `ScriptedGATTServer`); nil from it leaves the packet unexpected.
+    var respond: ((HCIPacket) -> [HCIPacket]?)?
     private(set) var receiveCalls = 0
     private(set) var closed = false
 
@@ -167,6 +170,10 @@ final class ScriptedController: HCITransport {
         if let i = rules.firstIndex(where: { $0.matches(packet) }) {
             inbox += rules[i].replies
             if rules[i].once { rules.remove(at: i) }
+            return
+        }
+        if let replies = respond?(packet) {
+            inbox += replies
             return
         }
         unexpected.append(packet)

@@ -1,0 +1,244 @@
+import Attled
+import AttledLED
+
+/// `attled ui`'s state, without a terminal: the sliders (or the harness's
+/// buttons and notifications), what the UI is doing, and the writes to the
+/// device. Sliders stay disabled until their characteristics are found, take
+/// the device's values on connect, write as they move (one write per
+/// characteristic in flight, the latest value wins), reset and disable on
+/// disconnect. The harness gets two buttons and its notifications.
+///
+/// Event-driven on the library's `DeviceKeeper` (one device at a time): it
+/// finds the device, connects, brings it back from the controller's Filter
+/// Accept List after a drop (or by scanning), backs off after failures, takes
+/// a connection that completes after its attempt was given up, and reopens a
+/// controller that failed. `UIApp` draws it and feeds it keys (UIKeys.swift).
+final class UIModel {
+    let keeper: DeviceKeeper
+    let resolver: LEDResolver
+    let transportName: String
+    /// Called after anything shown changed (the app redraws).
+    var onChange: (() -> Void)?
+    static let rgbNames = ["Red", "Green", "Blue"]
+    var names = UIModel.rgbNames
+    var desired = [0, 0, 0]
+    var onDevice: [Int?] = [nil, nil, nil]
+    /// A write in flight per characteristic (the latest value goes next).
+    var inFlight = [false, false, false]
+    var enabled = false
+    var selected = 0
+    var typed = ""
+    /// What the UI is doing.
+    enum State: String { case starting, scanning, connecting, discovering, connected }
+    var state = State.starting
+    var status = ""
+    var deviceLine = "-"
+    var profileName = "-"
+    var led: ResolvedLED?
+    var link: Link?
+    var writes = 0
+    /// A failure that ends the UI (no LED service on the device).
+    var fatal: RunError?
+    // harness
+    var pressed = [false, false]
+    var lastKey: [Instant?] = [nil, nil]
+    var commandQueue: [[UInt8]] = []
+    var sendingCommand = false
+    var notifications: [String] = []
+    static let holdMs = HarnessButton.holdMs
+
+    /// - Parameters:
+    ///   - reopen: opens the controller again after a fault (nil: a fault ends the UI).
+    ///   - close: closes a failed stack.
+    init(stack: BLEStack, resolver: LEDResolver, filter: DeviceFilter, passive: Bool, connectTimeoutMs: Int,
+         noAcceptList: Bool = false, reopen: (() throws -> BLEStack)? = nil, close: ((BLEStack) -> Void)? = nil) {
+        var p = DeviceKeeper.Policy()
+        p.maxLinks = 1
+        p.onDemandBeyondSlots = false
+        p.useAcceptList = !noAcceptList
+        p.activeScan = !passive
+        p.connectTimeoutMs = connectTimeoutMs
+        p.deviceBackoff = Backoff(initialMs: 500, maxMs: 8_000)
+        p.controllerBackoff = Backoff(initialMs: 500, maxMs: 8_000)
+        keeper = DeviceKeeper(stack: stack, policy: p, reopen: reopen, close: close)
+        self.resolver = resolver
+        transportName = stack.transport.name
+        keeper.wants = { d in filter.matches(d) }
+        keeper.subscribe { [weak self] e in self?.event(e) }
+    }
+
+    var isHarness: Bool { led.map { !$0.profile.isRGB } ?? false }
+
+    var host: HCIHost? { keeper.stack?.host }
+
+    /// Runs the keeper until quit, a signal, or a fatal error.
+    /// - Throws: `RunError` (no LED service), `HCIError.interrupted`.
+    func run() throws {
+        begin()
+        try keeper.run()
+        if let f = fatal { throw f }
+    }
+
+    /// The UI starts: it scans (the keeper's run begins that).
+    func begin() {
+        state = .scanning
+        changed()
+    }
+
+    /// Quits: the keeper's run ends at its next turn (the session's clean-up disconnects).
+    func quit() { keeper.stop() }
+    var quitting: Bool { keeper.stopping }
+
+    func changed() { onChange?() }
+
+    // MARK: the keeper's events
+
+    func event(_ e: DeviceKeeper.Event) {
+        switch e {
+        case let .linkUp(d, l): linkUp(d, l)
+        case let .linkDown(_, reason, _):
+            reset()
+            if !quitting { status = "disconnected (\(reason?.description ?? "link lost")); scanning again" }
+            state = .scanning
+        case .becameOnDemand: break
+        case let .controllerLost(why):
+            reset()
+            state = .scanning
+            status = "controller: \(why); reopening it"
+        case .controllerBack:
+            status = "controller initialised again"
+        case let .waitingFromAcceptList(ds):
+            state = .connecting
+            status = "waiting for \(ds.map { $0.name ?? $0.address.description }.joined(separator: ", ")) to advertise (Filter Accept List)"
+        }
+        changed()
+    }
+
+    /// Lost the device: disable and reset (the slider names too: the next
+    /// device may be of the other kind).
+    func reset() {
+        enabled = false
+        names = Self.rgbNames
+        desired = [0, 0, 0]; onDevice = [nil, nil, nil]; inFlight = [false, false, false]
+        pressed = [false, false]; commandQueue.removeAll(); sendingCommand = false
+        link = nil; led = nil
+    }
+
+    /// A link is up: find the LED characteristics, take the device's values
+    /// (or subscribe to the harness), enable the sliders.
+    func linkUp(_ d: KeptDevice, _ l: Link) {
+        link = l
+        state = .discovering
+        let rssi = l.stack.central.devices[d.address]?.rssi
+        deviceLine = "\(d.name ?? "(no name)")  \(d.address)" + (rssi.map { "  RSSI \($0) dBm" } ?? "")
+        let gatt = l.gatt
+        resolver.start(gatt, peer: d.address, advertised: d.advertised, deviceName: d.name ?? d.address.description, report: Report(prefix: "", quiet: true))
+            .flatMap { [weak self] (r, _) -> Future<Void> in
+                guard let self, self.link === l else { return .done }
+                self.led = r
+                self.profileName = r.profile.name
+                if let chars = r.rgb {
+                    return self.readBack(gatt, chars)
+                }
+                self.names = ["Button 1", "Button 2", ""]
+                l.bearer.onNotification = { [weak self] hv in
+                    guard let self else { return }
+                    self.notifications.append(Hex.string(hv.value))
+                    if self.notifications.count > 12 { self.notifications.removeFirst() }
+                    self.changed()
+                }
+                self.status = "subscribed to notifications"
+                guard let n = r.notifier else { return .done }
+                return gatt.startSubscribe(n, indications: !n.properties.contains(.notify))
+            }
+            .whenComplete { [weak self] r in
+                guard let self, self.link === l else { return }
+                switch r {
+                case .success:
+                    self.enabled = true
+                    self.state = .connected
+                    self.keeper.ready(d)
+                case .failure(let e as GATTError):
+                    self.fail(RunError(e.description, .notFound))
+                case .failure(let e as LEDOperations.Failure):
+                    self.fail(RunError(e.description, .notFound))
+                case .failure(let e):
+                    if case ATTError.disconnected = e {} else { self.status = "\(e)" }
+                    self.keeper.setupFailed(d)
+                }
+                self.changed()
+            }
+    }
+
+    /// Reads each readable colour characteristic into the sliders.
+    func readBack(_ gatt: GATTClient, _ chars: [Characteristic]) -> Future<Void> {
+        var f: Future<Void> = .done
+        for (i, c) in chars.enumerated() where c.properties.contains(.read) {
+            f = f.flatMap { gatt.startRead(c.valueHandle) }.map { [weak self] v in
+                if let self, let b = v.first { self.desired[i] = Int(b); self.onDevice[i] = Int(b) }
+            }
+        }
+        return f.map { [weak self] in self?.status = "read \(self?.desired[0] ?? 0),\(self?.desired[1] ?? 0),\(self?.desired[2] ?? 0) from the device" }
+    }
+
+    /// No LED service: the UI ends with that error.
+    func fail(_ e: RunError) {
+        status = e.message
+        fatal = e
+        quit()
+    }
+
+    // MARK: writes
+
+    /// Writes what changed: one write per characteristic in flight, the
+    /// latest value next; the harness's commands one at a time, in order.
+    func flushWrites() {
+        guard let led, enabled, let l = link, l.isConnected, let host else { return }
+        if let chars = led.rgb {
+            for i in 0..<3 where onDevice[i] != desired[i] && !inFlight[i] {
+                let v = desired[i]
+                inFlight[i] = true
+                LEDOperations.startWrite(l.gatt, chars[i], [UInt8(v)])
+                    .flatMap { withResponse -> Future<Void> in
+                        // A Write Command is done once the controller sent it.
+                        withResponse ? .done : host.startDrain(handle: l.connection.handle)
+                    }
+                    .whenComplete { [weak self] r in
+                        guard let self, self.link === l else { return }
+                        self.inFlight[i] = false
+                        if case .failure(let e) = r { self.status = "\(e)"; self.changed(); return }
+                        self.onDevice[i] = v
+                        self.writes += 1
+                        self.status = "\(self.names[i].lowercased()) \(v) written (\(self.writes) write(s))"
+                        self.flushWrites()
+                        self.changed()
+                    }
+            }
+        } else if let c = led.command, !sendingCommand, !commandQueue.isEmpty {
+            let cmd = commandQueue.removeFirst()
+            sendingCommand = true
+            LEDOperations.startWrite(l.gatt, c, cmd).whenComplete { [weak self] r in
+                guard let self, self.link === l else { return }
+                self.sendingCommand = false
+                if case .failure(let e) = r { self.status = "\(e)"; self.changed(); return }
+                self.writes += 1
+                self.status = "sent \(Hex.string(cmd))"
+                self.flushWrites()
+                self.changed()
+            }
+        }
+    }
+
+    /// A held harness button is released `holdMs` after its last key repeat.
+    func scheduleRelease(_ i: Int) {
+        guard let h = host, let t = lastKey[i] else { return }
+        _ = h.schedule(at: t.adding(ms: Self.holdMs)) { [weak self] in
+            guard let self, self.pressed[i], let last = self.lastKey[i] else { return }
+            if Instant.now() < last.adding(ms: Self.holdMs) { return self.scheduleRelease(i) }
+            self.pressed[i] = false
+            if let b = HarnessButton(rawValue: i + 1) { self.commandQueue.append([b.releaseByte]) }
+            self.flushWrites()
+            self.changed()
+        }
+    }
+}
