@@ -48,6 +48,11 @@ public final class DeviceKeeper {
         /// Devices beyond the slots are connected on demand (false: they wait
         /// until a slot is free, for an app that keeps one device at a time).
         public var onDemandBeyondSlots = true
+        /// Whether a device is tried again: false for one-shot jobs, where a
+        /// failed attempt or a dropped link is the device's end (`.gone`,
+        /// with `Event.connectFailed` or `Event.linkDown`) and nothing is
+        /// reconnected from the accept list.
+        public var reconnect = true
 
         public init() {}
     }
@@ -66,6 +71,9 @@ public final class DeviceKeeper {
         case controllerBack(BLEStack)
         /// A pending LE Create Connection from the Filter Accept List waits for these devices.
         case waitingFromAcceptList([KeptDevice])
+        /// A connection attempt failed (the device backs off, or is gone
+        /// when the policy does not reconnect).
+        case connectFailed(KeptDevice, error: any Error)
     }
 
     /// A subscription, for `cancel`.
@@ -81,6 +89,9 @@ public final class DeviceKeeper {
     /// Whether the owner has work for an on-demand device (it is connected
     /// for it, and released only without it).
     public var hasWork: (KeptDevice) -> Bool = { _ in false }
+    /// Whether there is anything left to find: the keeper scans only while
+    /// this says so (one-shot jobs: some target not yet heard).
+    public var scanWanted: () -> Bool = { true }
     /// Log lines (what the keeper decided and why).
     public var log: (String) -> Void = { _ in }
     /// The devices adopted so far, by address.
@@ -283,6 +294,28 @@ public final class DeviceKeeper {
         _ = link.startDisconnect()
     }
 
+    /// A device at a known address (given, or remembered from an earlier
+    /// run), connected at the keeper's next chance without waiting for a
+    /// report; `timeoutMs` bounds its attempts instead of the policy's
+    /// (a remembered address is tried briefly before a scan).
+    @discardableResult
+    public func reach(_ address: DeviceAddress, name: String? = nil, timeoutMs: Int? = nil) -> KeptDevice {
+        let dev = devices[address.address] ?? KeptDevice(address: address, backoff: policy.deviceBackoff)
+        devices[address.address] = dev
+        if let name { dev.name = name }
+        dev.connectTimeoutMs = timeoutMs
+        if dev.state == .gone { dev.state = .wanted }
+        tryConnect(dev)
+        return dev
+    }
+
+    /// Forgets a device that has no link (an address that did not answer):
+    /// a report from it is judged by `wants` again.
+    public func forget(_ device: KeptDevice) {
+        guard device.link == nil, devices[device.address.address] === device, connecting !== device else { return }
+        devices[device.address.address] = nil
+    }
+
     /// The owner has work for `device`: an on-demand device without a link is connected.
     public func need(_ device: KeptDevice) {
         if device.link == nil { tryConnect(device) }
@@ -325,6 +358,8 @@ public final class KeptDevice {
         case idleOnDemand
         /// An on-demand link being let go.
         case releasing
+        /// Not tried again (a policy without reconnection: its attempt failed or its link dropped).
+        case gone
     }
 
     /// Kept (reconnected whenever it is down), or connected only for work.
@@ -347,6 +382,8 @@ public final class KeptDevice {
     public internal(set) var downAt: Instant?
     var backoff: Backoff
     var releaseTimer: HostToken?
+    /// Its own connect timeout (`DeviceKeeper.reach`), instead of the policy's.
+    var connectTimeoutMs: Int?
 
     init(address: DeviceAddress, backoff: Backoff) {
         self.address = address

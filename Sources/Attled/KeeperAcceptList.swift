@@ -77,7 +77,7 @@ extension DeviceKeeper {
 
     /// A kept device: set up once, not on demand, and allowed to connect now.
     func reconnectsFromAcceptList(_ dev: KeptDevice) -> Bool {
-        guard case .acceptList = reconnectPath else { return false }
+        guard policy.reconnect, case .acceptList = reconnectPath else { return false }
         return dev.connectedAt != nil && dev.mode == .kept
     }
 

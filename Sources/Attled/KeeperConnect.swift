@@ -8,6 +8,7 @@ extension DeviceKeeper {
         guard !stopping, d.connectable else { return }
         let dev: KeptDevice
         if let known = devices[d.address.address] {
+            guard known.state != .gone else { return }
             dev = known
         } else {
             guard wants(d) else { return }
@@ -36,7 +37,7 @@ extension DeviceKeeper {
     /// Connects `dev` when the keeper may: no other attempt, no link, its
     /// backoff over, a slot free (on demand: only with work for it).
     func tryConnect(_ dev: KeptDevice) {
-        guard let st = stack, !stopping, connecting == nil, dev.link == nil else { return }
+        guard let st = stack, !stopping, connecting == nil, dev.link == nil, dev.state != .gone else { return }
         // A kept device comes back through the pending accept-list connect.
         if reconnectsFromAcceptList(dev), heardWhileAccepting(dev) { return armAcceptList() }
         guard Instant.now() >= dev.notBefore else { return }
@@ -59,10 +60,11 @@ extension DeviceKeeper {
         let scanStop: Future<Void> = st.central.isScanning ? st.central.stopScanning() : .done
         scanStop.recover { _ in .done }
             .flatMap { [policy] () -> Future<Link?> in
+                let timeoutMs = dev.connectTimeoutMs ?? policy.connectTimeoutMs
                 // A connection given up earlier may have completed while the
                 // scan stopped (adopted through adoptUnrequested): no second one.
                 if dev.link != nil { return Future(value: nil) }
-                return st.startConnect(to: dev.address, timeoutMs: policy.connectTimeoutMs, parameters: policy.parameters).map { Optional($0) }
+                return st.startConnect(to: dev.address, timeoutMs: timeoutMs, parameters: policy.parameters).map { Optional($0) }
             }
             .whenComplete { [weak self] r in
                 guard let self else { return }
@@ -79,8 +81,14 @@ extension DeviceKeeper {
                         self.makeRoomForOnDemand()
                         break
                     }
-                    dev.state = .backingOff(until: Instant.now().adding(ms: dev.backoff.next()))
-                    self.log("\(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
+                    if !self.policy.reconnect {
+                        dev.state = .gone
+                        self.log("\(dev.label): connect failed (\(e))")
+                    } else {
+                        dev.state = .backingOff(until: Instant.now().adding(ms: dev.backoff.next()))
+                        self.log("\(dev.label): connect failed (\(e)); next try not before \(dev.notBefore.msUntilNowString)")
+                    }
+                    self.emit(.connectFailed(dev, error: e))
                 }
                 self.ensureScanning()
             }
@@ -122,7 +130,7 @@ extension DeviceKeeper {
 
     /// Scans while some wanted device may be out there and no connection is pending.
     func ensureScanning() {
-        guard let st = stack, !stopping, connecting == nil, !st.central.isScanning, !scanPausedForAcceptList else { return }
+        guard let st = stack, !stopping, connecting == nil, !st.central.isScanning, !scanPausedForAcceptList, scanWanted() else { return }
         if let max = policy.maxLinks, linkCount >= max { return }
         st.central.startScanning(active: policy.activeScan).whenComplete { [weak self] r in
             guard let self else { return }
@@ -162,6 +170,12 @@ extension DeviceKeeper {
             log("\(dev.label): released (on demand)")
             emit(.linkDown(dev, reason: reason, planned: true))
             ensureScanning()
+            return
+        }
+        if !policy.reconnect {
+            dev.state = .gone
+            emit(.linkDown(dev, reason: reason, planned: false))
+            if !stopping { ensureScanning() }
             return
         }
         dev.state = .backingOff(until: Instant.now().adding(ms: dev.backoff.next()))

@@ -53,6 +53,7 @@ struct KeeperTests {
                 case .controllerLost: self.events.append("controller lost")
                 case .controllerBack: self.events.append("controller back")
                 case .waitingFromAcceptList: self.events.append("accept list")
+                case let .connectFailed(d, _): self.events.append("failed \(d.name ?? d.address.address.description)")
                 }
             }
         }
@@ -157,5 +158,70 @@ struct KeeperTests {
         #expect(w.events == ["controller lost", "controller back"])
         #expect(w.ctl.closed)
         #expect(w.keeper.stack === second && second != nil)
+    }
+    // MARK: reaching once (one-shot jobs)
+
+    static var once: DeviceKeeper.Policy {
+        var p = DeviceKeeper.Policy(); p.useAcceptList = false; p.reconnect = false; return p
+    }
+
+    @Test("without reconnection a failed attempt is the device's end: connectFailed, gone, not tried again when heard again")
+    func onceFailedIsGone() throws {
+        let w = try World(policy: Self.once)
+        w.keeper.attach(w.stack)
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 0, status: 0x3E))
+        try w.pump { !w.events.isEmpty }
+        #expect(w.events == ["failed Lamp1"])
+        let d = try w.device(Self.lamp)
+        #expect(d.state == .gone && d.link == nil)
+        // Heard again, over more than one tick: no second attempt.
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump(ms: 2 * w.keeper.policy.tickMs) { w.connectsSent.count > 1 }
+        #expect(w.connectsSent == [Self.lamp])
+    }
+
+    @Test("reach connects a known address without a report or a scan; without reconnection a drop is the end")
+    func reachWithoutScan() throws {
+        let w = try World(policy: Self.once)
+        w.keeper.scanWanted = { false }
+        w.keeper.attach(w.stack)
+        let d = w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), name: "Lamp1", timeoutMs: 800)
+        try w.pump { !w.connectsSent.isEmpty }
+        #expect(w.connectsSent == [Self.lamp])
+        #expect(!w.ctl.sentOpcodes.contains(0x200C), "no scan was started")
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 1))
+        try w.pump { w.events == ["up Lamp1"] }
+        w.keeper.ready(d)
+        w.ctl.deliver(h4("04 05 04 00 01 00 13"))
+        try w.pump { w.events.count == 2 }
+        #expect(w.events == ["up Lamp1", "down Lamp1"])
+        #expect(d.state == .gone)
+        try w.pump(ms: 2 * w.keeper.policy.tickMs) { w.connectsSent.count > 1 }
+        #expect(w.connectsSent == [Self.lamp], "not reconnected")
+    }
+
+    @Test("a reached address that does not answer fails after its own timeout; forgotten, its report is adopted again")
+    func reachTimesOutThenForget() throws {
+        let w = try World(policy: Self.once)
+        w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), Self.connected(Self.lamp, handle: 0, status: 0x02)])
+        var scanning = false
+        w.keeper.scanWanted = { scanning }
+        w.keeper.attach(w.stack)
+        let start = Instant.now()
+        let d = w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), timeoutMs: 300)
+        try w.pump(ms: 3000) { !w.events.isEmpty }
+        #expect(w.events == ["failed \(Self.lamp)"])
+        #expect(start.msUntil(Instant.now()) >= 300, "the attempt's own timeout bounds it")
+        #expect(d.state == .gone)
+        #expect(w.ctl.sentOpcodes.contains(0x200E), "the attempt was cancelled")
+        w.keeper.forget(d)
+        #expect(w.keeper.devices.isEmpty)
+        scanning = true
+        try w.pump { w.stack.central.isScanning }
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump { w.connectsSent.count == 2 }
+        #expect(w.connectsSent == [Self.lamp, Self.lamp])
     }
 }
