@@ -18,7 +18,7 @@ extension OptionSpec {
             o.names.append(v)
         }, group: .target, commands: .device, help: ["advertised local name (complete, or shortened prefix)"]),
         OptionSpec(["--service"], .value("UUID") { o, flag, v in o.service = try OptionValue.uuid(flag, v) },
-                   group: .target, commands: .device, help: ["advertised service UUID"]),
+                   group: .target, commands: .run, help: ["advertised service UUID"]),
         OptionSpec(["-a", "--address"], .value("ADDR") { o, _, v in o.addresses.append(try OptionValue.address(v)) },
                    group: .target, commands: .device, help: ["connect directly, no scan (ADDR[,public|,random]; default random)"]),
 
@@ -58,7 +58,7 @@ extension OptionSpec {
                    group: .values, commands: [.listen], help: ["listen: stop after N notifications"]),
 
         OptionSpec(["--passive"], .none { o in o.passive = true },
-                   group: .scanning, commands: .device, help: ["passive scanning (no scan requests)"]),
+                   group: .scanning, commands: .run, help: ["passive scanning (no scan requests)"]),
         OptionSpec(["--extended"], .none { o in o.extendedScan = true },
                    group: .scanning, commands: .device, help: ["use the extended scan/connect commands when the controller lists them"]),
         OptionSpec(["--own-address"], .value("ADDR") { o, _, v in
@@ -70,16 +70,16 @@ extension OptionSpec {
                                                        "address, else one made once and kept with the bonds)"]),
 
         OptionSpec(["-t", "--timeout"], .value("SECONDS") { o, flag, v in o.timeoutMs = try OptionValue.ms(flag, v, scale: 1000) },
-                   group: .timing, commands: .device, help: ["deadline for the whole run (scan: how long to scan)"]),
+                   group: .timing, commands: .run, help: ["deadline for the whole run (scan: how long to scan)"]),
         OptionSpec(["--connect-timeout"], .value("MS") { o, flag, v in o.connectTimeoutMs = try OptionValue.ms(flag, v, scale: 1) },
-                   group: .timing, commands: .connecting, help: ["deadline for connecting (default 5000)"]),
+                   group: .timing, commands: .linked, help: ["deadline for connecting (default 5000)"]),
         OptionSpec(["--att-timeout"], .value("MS") { o, flag, v in o.attTimeoutMs = try OptionValue.ms(flag, v, scale: 1) },
-                   group: .timing, commands: .connecting, help: ["deadline per ATT transaction (default 3000)"]),
+                   group: .timing, commands: .linked, help: ["deadline per ATT transaction (default 3000)"]),
 
         OptionSpec(["--no-cache"], .none { o in o.noCache = true },
                    group: .cache, commands: .connecting, help: ["do not use or update the GATT/address cache"]),
         OptionSpec(["--trust-cache"], .none { o in o.trustCache = true },
-                   group: .cache, commands: .connecting, help: ["skip the Database Hash check of cached handles (saves a round trip)"]),
+                   group: .cache, commands: .linked, help: ["skip the Database Hash check of cached handles (saves a round trip)"]),
     ]
 
     static let security: [OptionSpec] = [
@@ -128,7 +128,7 @@ extension OptionSpec {
         OptionSpec(["--max-links"], .value("N") { o, _, v in o.gateway.maxLinks = try OptionValue.positive("--max-links", v) },
                    group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["at most N links at once"]),
         OptionSpec(["--no-accept-list"], .none { o in o.gateway.noAcceptList = true },
-                   group: .gateway, commands: [.gateway, .ui], refused: true,
+                   group: .gateway, commands: [.gateway, .ui], refusal: "--no-accept-list only applies to gateway and ui",
                    help: ["gateway, ui: reconnect by scanning, not from the controller's Filter Accept List"]),
     ]
 

@@ -95,8 +95,12 @@ extension Set where Element == Options.Command {
     static let device: Set<Options.Command> = [.set, .scan, .get, .send, .listen, .gatt, .read, .write, .ui, .gateway]
     /// Every command that connects to a device.
     static let connecting: Set<Options.Command> = device.subtracting([.scan])
-    /// The commands that work on an LED (through its profile).
-    static let led: Set<Options.Command> = [.set, .get, .send, .listen, .ui, .gateway]
+    /// The commands that run to an end (all that open a transport but the gateway).
+    static let run: Set<Options.Command> = device.subtracting([.gateway])
+    /// The commands that connect and run to an end.
+    static let linked: Set<Options.Command> = connecting.subtracting([.gateway])
+    /// The commands that work on an LED given by the options (through its profile).
+    static let led: Set<Options.Command> = [.set, .get, .send, .listen, .ui]
     /// Every command but help and version.
     static let every: Set<Options.Command> = Set(Options.Command.allCases).subtracting([.help, .version])
 }
