@@ -111,8 +111,7 @@ extension OptionSpec {
         OptionSpec(["--mqtt"], .value("HOST[:PORT]") { o, _, v in
             let b = try OptionValue.broker(v)
             o.gateway.mqttHost = b.host; o.gateway.mqttPort = b.port
-        },
-                   group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["the MQTT broker (default port 1883)"]),
+        }, group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["the MQTT broker (default port 1883)"]),
         OptionSpec(["--mqtt-user"], .value("U") { o, _, v in o.gateway.mqttUser = v },
                    group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["the broker's user name"]),
         OptionSpec(["--mqtt-password-file"], .value("F") { o, _, v in o.gateway.mqttPasswordFile = v },
