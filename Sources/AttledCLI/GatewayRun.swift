@@ -10,15 +10,15 @@ enum GatewayRun {
     /// The gateway's configuration from the options.
     /// - Throws: `RunError` (usage) for bad prefixes.
     static func config(_ opts: Options) throws -> GatewayConfig {
-        var c = GatewayConfig(brokerHost: opts.mqttHost, brokerPort: opts.mqttPort, topicPrefix: opts.topicPrefix,
-                              discoveryPrefix: opts.discoveryPrefix, gatewayID: opts.gatewayID)
-        c.username = opts.mqttUser
-        c.passwordFile = opts.mqttPasswordFile
-        c.tlsCAFile = opts.mqttTLSCA
+        var c = GatewayConfig(brokerHost: opts.gateway.mqttHost, brokerPort: opts.gateway.mqttPort, topicPrefix: opts.gateway.topicPrefix,
+                              discoveryPrefix: opts.gateway.discoveryPrefix, gatewayID: opts.gateway.gatewayID)
+        c.username = opts.gateway.mqttUser
+        c.passwordFile = opts.gateway.mqttPasswordFile
+        c.tlsCAFile = opts.gateway.mqttTLSCA
         c.names = opts.names
         c.addresses = opts.addresses
-        c.keeper.maxLinks = opts.maxLinks
-        c.keeper.useAcceptList = !opts.noAcceptList
+        c.keeper.maxLinks = opts.gateway.maxLinks
+        c.keeper.useAcceptList = !opts.gateway.noAcceptList
         c.security = opts.securityPolicy
         c.verbose = opts.trace != .off
         do { _ = try c.topics() } catch { throw RunError("\(error)", .usage) }

@@ -87,7 +87,7 @@ public func runCLI(_ args: [String], environment: [String: String]) -> Int32 {
         return ExitCode.usage.rawValue
     }
     switch opts.command {
-    case .help: Console.out(Usage.help); return 0
+    case .help: Console.out(Usage.text(for: opts.helpTopic)); return 0
     case .version: Console.out(Usage.version); return 0
     case .decode: return runDecode(opts)
     case .bonds: return runBonds(opts, environment: environment)
