@@ -15,7 +15,7 @@ func fuzzCLI(_ data: [UInt8]) {
     do {
         let o = try Options.parse(args, environment: env)
         switch o.command {
-        case .set: require(o.rgb != nil, "set without a colour parsed")
+        case .set: require(o.led.rgb != nil, "set without a colour parsed")
         case .send: require(o.value.map { !$0.isEmpty && $0.count <= 512 } ?? false, "send without a value parsed")
         case .decode: require(o.files.count == 1, "decode without one file parsed")
         default: break

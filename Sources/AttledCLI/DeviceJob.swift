@@ -250,7 +250,7 @@ final class DeviceJob {
     }
 
     func setColour(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
-        guard let rgb = opts.rgb else { return .done }
+        guard let rgb = opts.led.rgb else { return .done }
         report.begin(.write)
         return LEDOperations.startSetColour(link.gatt, led, rgb).map { [self] kinds in
             let how = kinds.count == 2 ? "Write Request/Command" : (kinds.contains(true) ? "Write Request" : "Write Command")

@@ -214,7 +214,7 @@ final class GATTTool {
         targetFields(t)
         let mtu = gatt.bearer.mtu
         var method = Method.request
-        if opts.withoutResponse { method = .command }
+        if opts.gattTool.withoutResponse { method = .command }
         else if let p = t.characteristic?.properties, !p.contains(.write), p.contains(.writeWithoutResponse) { method = .command }
         if method == .request && value.count > mtu - 3 { method = .prepared }
         if method == .command && value.count > mtu - 3 {
@@ -295,7 +295,7 @@ final class GATTTool {
         try exchangeMTU(gatt)
         let db = try wait(gatt.startDiscoverDatabase())
         var values: [UInt16: Result<[UInt8], any Error>] = [:]
-        if opts.values {
+        if opts.gattTool.values {
             report.done("\(db.services.count) service(s), \(b.transactions.count) ATT transaction(s)")
             report.begin(.read)
             for (_, e) in db.allCharacteristics {

@@ -9,7 +9,6 @@ import BLETrace
 /// read as if they were the top level's (`opts.mqttHost` is
 /// `opts.gateway.mqttHost`). `OptionSpec.all` declares how each is spelled,
 /// parsed and documented; usage errors exit 64 with the usage line.
-@dynamicMemberLookup
 public struct Options: Sendable {
     /// The commands, in the order the usage line lists them.
     public enum Command: String, Sendable, CaseIterable {
@@ -74,19 +73,6 @@ public struct Options: Sendable {
     var given: Set<String> = []
 
     public init() {}
-
-    public subscript<T>(dynamicMember path: WritableKeyPath<LEDOptions, T>) -> T {
-        get { led[keyPath: path] }
-        set { led[keyPath: path] = newValue }
-    }
-    public subscript<T>(dynamicMember path: WritableKeyPath<GATTToolOptions, T>) -> T {
-        get { gattTool[keyPath: path] }
-        set { gattTool[keyPath: path] = newValue }
-    }
-    public subscript<T>(dynamicMember path: WritableKeyPath<GatewayOptions, T>) -> T {
-        get { gateway[keyPath: path] }
-        set { gateway[keyPath: path] = newValue }
-    }
 }
 
 /// The LED: its colour (set) and how to find its characteristics.

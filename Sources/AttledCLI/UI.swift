@@ -20,7 +20,7 @@ final class UIApp {
         self.init(model: UIModel(
             stack: stack, resolver: s.makeResolver(explicitProfile: s.opts.explicitProfile, trustCache: s.opts.trustCache),
             filter: Target.from(s.opts)[0].filter, passive: s.opts.passive,
-            connectTimeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs, noAcceptList: s.opts.noAcceptList,
+            connectTimeoutMs: s.opts.connectTimeoutMs ?? Session.defaultConnectMs, noAcceptList: s.opts.gateway.noAcceptList,
             reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() }))
     }
 

@@ -19,7 +19,7 @@ private func parse(_ line: String, env: [String: String] = [:]) throws -> Option
 /// The fields of Options that parsing sets, for comparing two parses.
 private func summary(_ o: Options) -> String {
     "\(o.command) \(String(describing: o.transport)) \(String(describing: o.name)) \(String(describing: o.service)) \(String(describing: o.address)) "
-        + "\(String(describing: o.rgb)) \(String(describing: o.value)) \(String(describing: o.characteristic)) \(String(describing: o.count)) "
+        + "\(String(describing: o.led.rgb)) \(String(describing: o.value)) \(String(describing: o.characteristic)) \(String(describing: o.count)) "
         + "\(o.passive) \(o.json) \(o.quiet) \(o.trace) \(String(describing: o.timeoutMs)) \(o.files) \(String(describing: o.filter))"
 }
 
@@ -30,7 +30,7 @@ struct OptionsTests {
         let o = try parse("--name CassarTech --rgb 255,0,0")
         #expect(o.command == .set)
         #expect(o.name == "CassarTech")
-        #expect(o.rgb == RGB(255, 0, 0))
+        #expect(o.led.rgb == RGB(255, 0, 0))
         #expect(o.transport == nil)
     }
 
@@ -81,7 +81,7 @@ struct OptionsTests {
         #expect(o.connectTimeoutMs == 700)
         #expect(o.attTimeoutMs == 900)
         #expect(o.extendedScan)
-        #expect(o.profile == .pycom)
+        #expect(o.led.profile == .pycom)
         #expect(try parse("get --address C0:11:22:33:44:55").address?.type == .random)
         #expect(try parse("get --trace").trace == .decoded)
         #expect(try parse("send --value 0x0103").value == hex("01 03"))
@@ -146,10 +146,10 @@ struct OptionsTests {
         // --service is the GATT service here, not an advertising filter.
         #expect(r.scanService == nil)
         let w = try parse("write --address C0:11:22:33:44:55 --char 0x0010 --value 0102 --without-response")
-        #expect(w.command == .write && w.value == [1, 2] && w.withoutResponse && w.characteristic == .handle(0x10))
+        #expect(w.command == .write && w.value == [1, 2] && w.gattTool.withoutResponse && w.characteristic == .handle(0x10))
         #expect(try parse("listen --name X --char 0x0012").isGeneric)
         #expect(try !parse("listen --name X --char red").isGeneric)
-        #expect(try parse("gatt --name X --values").values)
+        #expect(try parse("gatt --name X --values").gattTool.values)
         #expect(try parse("get --name X --service 180d").scanService == BluetoothUUID(uint16: 0x180d))
     }
 
@@ -165,12 +165,12 @@ struct OptionsTests {
     @Test("gateway: --mqtt HOST[:PORT] and its options")
     func gatewayOptions() throws {
         let g = try parse("gateway --mqtt broker.lan:8883 --mqtt-user u --mqtt-password-file /run/pw --mqtt-tls-ca /etc/ca.pem --topic-prefix home --discovery-prefix ha --gateway-id gw2 --max-links 3 --name Lamp1")
-        #expect(g.command == .gateway && g.mqttHost == "broker.lan" && g.mqttPort == 8883)
-        #expect(g.mqttUser == "u" && g.mqttPasswordFile == "/run/pw" && g.mqttTLSCA == "/etc/ca.pem")
-        #expect(g.topicPrefix == "home" && g.discoveryPrefix == "ha" && g.gatewayID == "gw2" && g.maxLinks == 3 && g.names == ["Lamp1"])
+        #expect(g.command == .gateway && g.gateway.mqttHost == "broker.lan" && g.gateway.mqttPort == 8883)
+        #expect(g.gateway.mqttUser == "u" && g.gateway.mqttPasswordFile == "/run/pw" && g.gateway.mqttTLSCA == "/etc/ca.pem")
+        #expect(g.gateway.topicPrefix == "home" && g.gateway.discoveryPrefix == "ha" && g.gateway.gatewayID == "gw2" && g.gateway.maxLinks == 3 && g.names == ["Lamp1"])
         let d = try parse("gateway --mqtt 127.0.0.1")
-        #expect(d.mqttPort == 1883 && d.topicPrefix == "attled" && d.discoveryPrefix == "homeassistant" && d.maxLinks == nil)
-        #expect(try parse("gateway --mqtt [::1]:1884").mqttHost == "::1")
+        #expect(d.gateway.mqttPort == 1883 && d.gateway.topicPrefix == "attled" && d.gateway.discoveryPrefix == "homeassistant" && d.gateway.maxLinks == nil)
+        #expect(try parse("gateway --mqtt [::1]:1884").gateway.mqttHost == "::1")
     }
 
     @Test("gateway options are refused where they do not apply", arguments: [
