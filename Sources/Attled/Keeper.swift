@@ -74,6 +74,8 @@ public final class DeviceKeeper {
         /// A connection attempt failed (the device backs off, or is gone
         /// when the policy does not reconnect).
         case connectFailed(KeptDevice, error: any Error)
+        /// A scan could not be started (tried again on the next tick).
+        case scanFailed(any Error)
     }
 
     /// A subscription, for `cancel`.
@@ -89,6 +91,9 @@ public final class DeviceKeeper {
     /// Whether the owner has work for an on-demand device (it is connected
     /// for it, and released only without it).
     public var hasWork: (KeptDevice) -> Bool = { _ in false }
+    /// No connection attempt runs past this (a one-shot run's deadline):
+    /// an attempt's timeout is cut to what is left.
+    public var deadline: Instant?
     /// Whether there is anything left to find: the keeper scans only while
     /// this says so (one-shot jobs: some target not yet heard).
     public var scanWanted: () -> Bool = { true }
@@ -102,6 +107,8 @@ public final class DeviceKeeper {
     private var subscribers: [(Subscription, (Event) -> Void)] = []
     private var nextSubscription = 0
     var centralSubscriptions: [Central.Subscription] = []
+    /// Devices adopted so far (their `order`).
+    var adopted = 0
     /// The device whose connection attempt is under way (one at a time).
     var connecting: KeptDevice?
     /// Learned when the controller refuses a link for want of room.
@@ -109,8 +116,8 @@ public final class DeviceKeeper {
     /// Set when the controller stopped answering a command: the run loop
     /// ends its turn and the controller is reopened.
     var resetReason: String?
-    /// The last scan failure logged (logged again only when it changes).
-    var scanError: String?
+    /// The last scan start failed (logged once until a scan starts again).
+    var scanFailing = false
     var controllerBackoff: Backoff
     public private(set) var stopping = false
     /// How kept devices are reconnected, per stack (KeeperAcceptList.swift).
@@ -187,6 +194,21 @@ public final class DeviceKeeper {
     /// (the links stay up: the owner's clean-up closes the stack).
     public func stop() { stopping = true }
 
+    /// For an owner that pumps the loop itself (one-shot jobs): hooks the
+    /// keeper into its stack (reports, disconnections, the tick, scanning)
+    /// without `run`'s controller recovery; `end` unhooks it.
+    public func start() {
+        guard let st = stack, centralSubscriptions.isEmpty else { return }
+        attach(st)
+    }
+
+    /// Stops and unhooks a keeper `start`ed by its owner; the links stay up.
+    public func end() {
+        stopping = true
+        if let st = stack { for t in centralSubscriptions { st.central.cancel(t) } }
+        centralSubscriptions = []
+    }
+
     /// Hooks the keeper into a (new) stack: reports, disconnections, late
     /// connections, the tick, scanning, the reconnect path.
     func attach(_ st: BLEStack) {
@@ -208,7 +230,7 @@ public final class DeviceKeeper {
             // completion), so the scan is still stopping, and tryConnect then
             // makes no second link.
             st.central.adoptUnrequested { [weak self] c in
-                guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil else { return false }
+                guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil, dev.state != .gone else { return false }
                 self.log("\(dev.label): a connection given up earlier completed: adopting it")
                 self.linkUp(dev, st.attach(c))
                 return true
@@ -300,12 +322,20 @@ public final class DeviceKeeper {
     /// (a remembered address is tried briefly before a scan).
     @discardableResult
     public func reach(_ address: DeviceAddress, name: String? = nil, timeoutMs: Int? = nil) -> KeptDevice {
-        let dev = devices[address.address] ?? KeptDevice(address: address, backoff: policy.deviceBackoff)
+        let dev = devices[address.address] ?? adopt(address)
         devices[address.address] = dev
         if let name { dev.name = name }
         dev.connectTimeoutMs = timeoutMs
         if dev.state == .gone { dev.state = .wanted }
         tryConnect(dev)
+        return dev
+    }
+
+    /// A new device, numbered in the order it was adopted.
+    func adopt(_ address: DeviceAddress) -> KeptDevice {
+        adopted += 1
+        let dev = KeptDevice(address: address, backoff: policy.deviceBackoff, order: adopted)
+        devices[address.address] = dev
         return dev
     }
 
@@ -385,9 +415,13 @@ public final class KeptDevice {
     /// Its own connect timeout (`DeviceKeeper.reach`), instead of the policy's.
     var connectTimeoutMs: Int?
 
-    init(address: DeviceAddress, backoff: Backoff) {
+    /// Its place in the order of adoption (the next attempt goes to the longest wanted).
+    let order: Int
+
+    init(address: DeviceAddress, backoff: Backoff, order: Int = 0) {
         self.address = address
         self.backoff = backoff
+        self.order = order
     }
 
     /// "Name (address)" or the address, for log lines.

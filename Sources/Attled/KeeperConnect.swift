@@ -12,8 +12,7 @@ extension DeviceKeeper {
             dev = known
         } else {
             guard wants(d) else { return }
-            dev = KeptDevice(address: d.address, backoff: policy.deviceBackoff)
-            devices[d.address.address] = dev
+            dev = adopt(d.address)
         }
         if let n = d.name { dev.name = n }
         dev.advertised = d.serviceUUIDs
@@ -59,8 +58,9 @@ extension DeviceKeeper {
         // One connection attempt at a time, and no scan beside it.
         let scanStop: Future<Void> = st.central.isScanning ? st.central.stopScanning() : .done
         scanStop.recover { _ in .done }
-            .flatMap { [policy] () -> Future<Link?> in
-                let timeoutMs = dev.connectTimeoutMs ?? policy.connectTimeoutMs
+            .flatMap { [policy, deadline] () -> Future<Link?> in
+                var timeoutMs = dev.connectTimeoutMs ?? policy.connectTimeoutMs
+                if let d = deadline { timeoutMs = max(1, min(timeoutMs, Instant.now().msUntil(d))) }
                 // A connection given up earlier may have completed while the
                 // scan stopped (adopted through adoptUnrequested): no second one.
                 if dev.link != nil { return Future(value: nil) }
@@ -90,6 +90,7 @@ extension DeviceKeeper {
                     }
                     self.emit(.connectFailed(dev, error: e))
                 }
+                self.connectNextWanted()
                 self.ensureScanning()
             }
     }
@@ -128,16 +129,27 @@ extension DeviceKeeper {
         }
     }
 
+    /// After an attempt: a device heard meanwhile (its reports came while
+    /// the scan was stopped for the attempt) is tried next, the longest
+    /// wanted first, before the scan starts again.
+    func connectNextWanted() {
+        for dev in devices.values.filter({ $0.state == .wanted && $0.link == nil }).sorted(by: { $0.order < $1.order }) {
+            guard connecting == nil else { return }
+            tryConnect(dev)
+        }
+    }
+
     /// Scans while some wanted device may be out there and no connection is pending.
     func ensureScanning() {
         guard let st = stack, !stopping, connecting == nil, !st.central.isScanning, !scanPausedForAcceptList, scanWanted() else { return }
         if let max = policy.maxLinks, linkCount >= max { return }
         st.central.startScanning(active: policy.activeScan).whenComplete { [weak self] r in
             guard let self else { return }
-            guard case .failure(let e) = r else { self.scanError = nil; return }
-            if "\(e)" != self.scanError { self.log("scan: \(e)") }  // once per kind, not every tick
-            self.scanError = "\(e)"
+            guard case .failure(let e) = r else { self.scanFailing = false; return }
+            if !self.scanFailing { self.log("scan: \(e)") }  // once until a scan starts again, not every tick
+            self.scanFailing = true
             self.noteControllerError(e)
+            self.emit(.scanFailed(e))
             // A controller still scanning for a host that went away (Bumble's
             // keeps its scan across HCI Reset): stop it; the next tick scans again.
             if case HCIError.commandFailed(_, .commandDisallowed) = e {

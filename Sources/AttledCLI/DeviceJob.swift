@@ -103,18 +103,18 @@ final class DeviceJob {
                                                  ("address_type", .string(d.address.type.description)), ("rssi", .int(Int64(d.rssi)))])))
     }
 
-    /// Queues the connection and, once up, runs the job.
-    /// - Parameters:
-    ///   - cached: the address came from the name cache (the message says so).
-    func connect(_ stack: BLEStack, to peer: DeviceAddress, timeoutMs: Int, cached: Bool = false) -> Future<Link> {
+    /// Its connection is queued (the keeper makes it, one attempt at a time).
+    func connecting() {
         state = .connecting
         report.begin(.connect)
-        return stack.startConnect(to: peer, timeoutMs: timeoutMs).map { [self] link in
-            let c = link.connection
-            let at = cached ? "\(target.name ?? "") at cached address \(peer), " : ""
-            report.done("\(at)handle 0x\(Hex.int(c.handle, width: 4)), interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms\(c.airRequestSuffix)")
-            return link
-        }
+    }
+
+    /// The link is up: the connect phase's line (`cachedName`: reached at
+    /// the address the cache remembers for that name).
+    func connected(_ link: Link, cachedName: String?) {
+        let c = link.connection
+        let at = cachedName.map { "\($0) at cached address \(link.peer), " } ?? ""
+        report.done("\(at)handle 0x\(Hex.int(c.handle, width: 4)), interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms\(c.airRequestSuffix)")
     }
 
     /// Runs the job on a connected link.

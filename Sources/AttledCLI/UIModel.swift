@@ -109,6 +109,8 @@ final class UIModel {
             status = "controller initialised again"
         case let .connectFailed(d, e):
             status = "\(d.label): connect failed (\(e)); trying again"
+        case let .scanFailed(e):
+            status = "scan: \(e); trying again"
         case let .waitingFromAcceptList(ds):
             state = .connecting
             status = "waiting for \(ds.map { $0.name ?? $0.address.description }.joined(separator: ", ")) to advertise (Filter Accept List)"
