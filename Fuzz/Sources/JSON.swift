@@ -25,12 +25,12 @@ func fuzzJSON(_ data: [UInt8]) {
 func fuzzHACommand(_ data: [UInt8]) {
     let cmd: LightCommand
     do { cmd = try LightCommand.parse(data) } catch { _ = error.description; return }
-    let before = LightState(on: true, color: LightColor(1, 2, 3), brightness: 255)
+    let before = LightState(on: true, colour: LightColour(1, 2, 3), brightness: 255)
     let after = before.applying(cmd)
     require(after.on == cmd.on, "state \(after) after \(cmd) is not \(cmd.on ? "ON" : "OFF")")
     if let b = cmd.brightness { require(after.brightness == b, "brightness \(b) not applied: \(after)") }
-    if let c = cmd.color {
-        require(after.color == c, "colour \(c) not applied: \(after)")
+    if let c = cmd.colour {
+        require(after.colour == c, "colour \(c) not applied: \(after)")
         let s = c.scaled(by: after.brightness)
         require(s.r <= c.r && s.g <= c.g && s.b <= c.b, "\(c) scaled by \(after.brightness) grew to \(s)")
     }

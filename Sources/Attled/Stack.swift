@@ -69,7 +69,7 @@ public final class BLEStack {
         let h = HCIHost(transport: transport, loop: loop)
         h.observers = observers
         host = h
-        info = try h.initialize(randomAddress: ownAddress,
+        info = try h.initialise(randomAddress: ownAddress,
                                 storedAddress: identity.map { store in { store.localStaticAddress(make: HCIHost.makeStaticRandomAddress) } })
         central = Central(host: h, info: info)
     }

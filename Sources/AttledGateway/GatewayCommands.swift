@@ -76,7 +76,7 @@ extension Gateway {
         armIdle(dev)
         dev.wanted = nil
         dev.write = .writing(want)
-        let c = want.deviceColor
+        let c = want.deviceColour
         let started = dev.commandAt
         let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
         (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in

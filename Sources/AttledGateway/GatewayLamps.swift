@@ -89,8 +89,8 @@ extension Gateway {
                 // was set by someone else) is believed, not the state from
                 // before; one that still shows it keeps its split into colour
                 // and brightness.
-                let has = LightColor(rgb.r, rgb.g, rgb.b)
-                if lamp.light?.deviceColor != has { lamp.light = LightState.readBack(has) }
+                let has = LightColour(rgb.r, rgb.g, rgb.b)
+                if lamp.light?.deviceColour != has { lamp.light = LightState.readBack(has) }
             }
         }
         guard let n = led.notifier, n.properties.contains(.notify) || n.properties.contains(.indicate) else { return .done }

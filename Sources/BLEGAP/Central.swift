@@ -57,7 +57,7 @@ public final class Central {
 
     /// - Parameters:
     ///   - host: an initialised host.
-    ///   - info: what `HCIHost.initialize` returned.
+    ///   - info: what `HCIHost.initialise` returned.
     public init(host: HCIHost, info: ControllerInfo) {
         self.host = host
         self.info = info

@@ -89,7 +89,7 @@ extension HCIHost {
     ///   - storedAddress: when the controller has neither a public nor a static
     ///     address of its own: the host's kept identity (made and stored on the
     ///     first call); nil makes one up for this run.
-    public func initialize(randomAddress: BDAddress? = nil, storedAddress: (() -> BDAddress?)? = nil) throws -> ControllerInfo {
+    public func initialise(randomAddress: BDAddress? = nil, storedAddress: (() -> BDAddress?)? = nil) throws -> ControllerInfo {
         var info = ControllerInfo()
         try execute(.reset, timeoutMs: max(commandTimeoutMs, 3000))
         if let rp = try? execute(.readLocalVersion) { info.version = try? LocalVersion.decode(rp) }

@@ -6,23 +6,23 @@ import AttledJSON
 
 /// A colour, 0...255 per channel, as Home Assistant sends it. (LEDProfile has its
 /// own `RGB`; this module does not depend on it, so the gateway converts.)
-public struct LightColor: Sendable, Hashable, CustomStringConvertible {
+public struct LightColour: Sendable, Hashable, CustomStringConvertible {
     public var r: UInt8
     public var g: UInt8
     public var b: UInt8
     /// A colour from its red, green and blue values.
     public init(_ r: UInt8, _ g: UInt8, _ b: UInt8) { self.r = r; self.g = g; self.b = b }
-    public static let black = LightColor(0, 0, 0)
-    public static let white = LightColor(255, 255, 255)
+    public static let black = LightColour(0, 0, 0)
+    public static let white = LightColour(255, 255, 255)
     public var isBlack: Bool { r == 0 && g == 0 && b == 0 }
     public var description: String { "\(r),\(g),\(b)" }
 
     /// Each channel × `brightness` / 255, rounded to nearest. 255 × 255 fits in
     /// Int, and since 255 is odd no product lands exactly on .5, so
     /// `(c × b + 127) / 255` is exact rounding: (200,100,50) at 128 → (100,50,25).
-    public func scaled(by brightness: UInt8) -> LightColor {
+    public func scaled(by brightness: UInt8) -> LightColour {
         func s(_ c: UInt8) -> UInt8 { UInt8((Int(c) * Int(brightness) + 127) / 255) }
-        return LightColor(s(r), s(g), s(b))
+        return LightColour(s(r), s(g), s(b))
     }
 }
 
@@ -53,17 +53,17 @@ public enum LightCommandError: Error, Equatable, Sendable, CustomStringConvertib
 public struct LightCommand: Sendable, Equatable {
     public var on: Bool
     public var brightness: UInt8?
-    public var color: LightColor?
+    public var colour: LightColour?
     /// Seconds; accepted because Home Assistant sends it when asked, ignored (the devices cannot fade).
     public var transition: Double?
     /// Seconds; accepted because Home Assistant sends it when asked, ignored (the devices cannot flash).
     public var flash: Int?
 
     /// A command; every field but `on` defaults to absent.
-    public init(on: Bool, brightness: UInt8? = nil, color: LightColor? = nil, transition: Double? = nil, flash: Int? = nil) {
+    public init(on: Bool, brightness: UInt8? = nil, colour: LightColour? = nil, transition: Double? = nil, flash: Int? = nil) {
         self.on = on
         self.brightness = brightness
-        self.color = color
+        self.colour = colour
         self.transition = transition
         self.flash = flash
     }
@@ -98,7 +98,7 @@ public struct LightCommand: Sendable, Equatable {
             case "brightness":
                 cmd.brightness = try channel(value, field: key)
             case "color":
-                cmd.color = try color(value)
+                cmd.colour = try colour(value)
             case "transition":
                 guard let t = value.doubleValue else { throw .wrongType(field: key, expected: "a number", got: value.kindName) }
                 guard t >= 0 && t <= 3600 else { throw .outOfRange(field: key, value: "\(t)", allowed: "0...3600") }
@@ -126,7 +126,7 @@ public struct LightCommand: Sendable, Equatable {
         return UInt8(i)
     }
 
-    static func color(_ v: JSONValue) throws(LightCommandError) -> LightColor {
+    static func colour(_ v: JSONValue) throws(LightCommandError) -> LightColour {
         guard case .object(let members) = v else { throw .wrongType(field: "color", expected: "an object {r,g,b}", got: v.kindName) }
         var r: UInt8?, g: UInt8?, b: UInt8?
         for (key, value) in members {
@@ -140,7 +140,7 @@ public struct LightCommand: Sendable, Equatable {
         guard let r else { throw .missingField("color.r") }
         guard let g else { throw .missingField("color.g") }
         guard let b else { throw .missingField("color.b") }
-        return LightColor(r, g, b)
+        return LightColour(r, g, b)
     }
 }
 
@@ -148,42 +148,42 @@ public struct LightCommand: Sendable, Equatable {
 
 /// What a light is, as Home Assistant sees it: on or off, the colour last
 /// chosen and the brightness. OFF keeps colour and brightness, so a bare ON
-/// restores them. The device is written `deviceColor`: the colour scaled by
+/// restores them. The device is written `deviceColour`: the colour scaled by
 /// brightness, or black when off.
 public struct LightState: Sendable, Equatable {
     public var on: Bool
     /// The colour as chosen in Home Assistant, before brightness.
-    public var color: LightColor
+    public var colour: LightColour
     public var brightness: UInt8
 
     /// A state from on/off, the chosen colour and the brightness (0 ... 255).
-    public init(on: Bool, color: LightColor, brightness: UInt8) {
+    public init(on: Bool, colour: LightColour, brightness: UInt8) {
         self.on = on
-        self.color = color
+        self.colour = colour
         self.brightness = brightness
     }
 
     /// Before anything is known: off, and ON alone gives full white.
-    public static let initial = LightState(on: false, color: .white, brightness: 255)
+    public static let initial = LightState(on: false, colour: .white, brightness: 255)
 
     /// The state that matches what was read back from the device on connect:
     /// black is off (ON alone then gives full white); any other colour is on at
     /// full brightness, with that colour.
-    public static func readBack(_ device: LightColor) -> LightState {
-        device.isBlack ? .initial : LightState(on: true, color: device, brightness: 255)
+    public static func readBack(_ device: LightColour) -> LightState {
+        device.isBlack ? .initial : LightState(on: true, colour: device, brightness: 255)
     }
 
     /// The state after `command`: fields present replace the stored ones, `state` sets on or off.
     public func applying(_ command: LightCommand) -> LightState {
         var next = self
         next.on = command.on
-        if let c = command.color { next.color = c }
+        if let c = command.colour { next.colour = c }
         if let b = command.brightness { next.brightness = b }
         return next
     }
 
     /// What to write to the device.
-    public var deviceColor: LightColor { on ? color.scaled(by: brightness) : .black }
+    public var deviceColour: LightColour { on ? colour.scaled(by: brightness) : .black }
 
     /// The state message: `{"state":"ON","color_mode":"rgb","brightness":128,"color":{"r":200,"g":100,"b":50}}`.
     /// Colour and brightness are sent when off too, so Home Assistant shows
@@ -193,7 +193,7 @@ public struct LightState: Sendable, Equatable {
             "state": on ? "ON" : "OFF",
             "color_mode": "rgb",
             "brightness": .int(Int64(brightness)),
-            "color": ["r": .int(Int64(color.r)), "g": .int(Int64(color.g)), "b": .int(Int64(color.b))],
+            "color": ["r": .int(Int64(colour.r)), "g": .int(Int64(colour.g)), "b": .int(Int64(colour.b))],
         ]
     }
 

@@ -46,7 +46,7 @@ struct GatewayCommandTests {
             }
             lamp.led = try ResolvedLED(profile: p, service: Service(uuid: p.service, start: 0x0C, end: 0x14), characteristics: chars)
             lamp.ha = try HADevice(id: "C0:11:22:33:44:55", name: "Lamp1", model: "pycom", kind: .light)
-            lamp.light = LightState.readBack(LightColor(1, 2, 3))
+            lamp.light = LightState.readBack(LightColour(1, 2, 3))
         }
 
         /// A command from Home Assistant; the loop then sends what it queued.
@@ -74,18 +74,18 @@ struct GatewayCommandTests {
         let r = try Rig()
         try r.command(#"{"state":"ON","color":{"r":10,"g":20,"b":30},"brightness":255}"#)
         #expect(r.writes == ["0010=10"])
-        #expect(r.lamp.isWriting && r.lamp.inFlight?.deviceColor == LightColor(10, 20, 30))
+        #expect(r.lamp.isWriting && r.lamp.inFlight?.deviceColour == LightColour(10, 20, 30))
         // Two more arrive before the first write is done.
         try r.command(#"{"state":"ON","color":{"r":40,"g":50,"b":60}}"#)
         try r.command(#"{"state":"ON","color":{"r":70,"g":80,"b":90}}"#)
-        #expect(r.lamp.wanted?.deviceColor == LightColor(70, 80, 90))
+        #expect(r.lamp.wanted?.deviceColour == LightColour(70, 80, 90))
         for _ in 0..<3 { try r.respond() }
         // The first colour done; the newest one follows at once (40,50,60 never written).
         #expect(r.writes == ["0010=10", "0012=20", "0014=30", "0010=70"])
-        #expect(r.lamp.light?.deviceColor == LightColor(10, 20, 30))
+        #expect(r.lamp.light?.deviceColour == LightColour(10, 20, 30))
         for _ in 0..<3 { try r.respond() }
         #expect(r.writes == ["0010=10", "0012=20", "0014=30", "0010=70", "0012=80", "0014=90"])
-        #expect(r.lamp.light?.deviceColor == LightColor(70, 80, 90) && !r.lamp.isWriting && r.lamp.wanted == nil)
+        #expect(r.lamp.light?.deviceColour == LightColour(70, 80, 90) && !r.lamp.isWriting && r.lamp.wanted == nil)
     }
 
     @Test("a brightness-only command applies to the state being written, not the one on the device")
@@ -93,7 +93,7 @@ struct GatewayCommandTests {
         let r = try Rig()
         try r.command(#"{"state":"ON","color":{"r":200,"g":100,"b":50},"brightness":255}"#)
         try r.command(#"{"state":"ON","brightness":128}"#)
-        #expect(r.lamp.wanted?.deviceColor == LightColor(100, 50, 25))
+        #expect(r.lamp.wanted?.deviceColour == LightColour(100, 50, 25))
         for _ in 0..<6 { try r.respond() }
         #expect(r.writes.suffix(3) == ["0010=100", "0012=50", "0014=25"])
     }

@@ -345,7 +345,7 @@ struct HCIHostInitTests {
     func zeroAddressGetsStaticRandom() throws {
         let ctl = Self.controller(bdaddr: "00 00 00 00 00 00")
         let host = makeHost(ctl)
-        let info = try host.initialize()
+        let info = try host.initialise()
         #expect(ctl.sentOpcodes == [0x0C03, 0x1001, 0x1002, 0x1003, 0x2003, 0x1009, 0x0C01, 0x2001, 0x2002, 0x2005])
         #expect(ctl.sentHex().contains("01 01 0c 08 90 88 00 02 00 80 00 20"))
         #expect(ctl.sentHex().contains("01 01 20 08 4f 1a 08 00 00 00 00 00"))
@@ -369,7 +369,7 @@ struct HCIHostInitTests {
     @Test("a controller with a public address uses it, and sends no LE Set Random Address")
     func publicAddress() throws {
         let ctl = Self.controller(bdaddr: "55 44 33 22 11 c0")
-        let info = try makeHost(ctl).initialize()
+        let info = try makeHost(ctl).initialise()
         #expect(info.ownAddress == DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .public))
         #expect(!ctl.sentOpcodes.contains(0x2005))
     }
@@ -377,7 +377,7 @@ struct HCIHostInitTests {
     @Test("a fixed random address is set as given")
     func fixedRandom() throws {
         let ctl = Self.controller(bdaddr: "00 00 00 00 00 00")
-        let info = try makeHost(ctl).initialize(randomAddress: BDAddress("C1:02:03:04:05:06")!)
+        let info = try makeHost(ctl).initialise(randomAddress: BDAddress("C1:02:03:04:05:06")!)
         #expect(ctl.sentHex().last == "01 05 20 06 06 05 04 03 02 c1")
         #expect(info.ownAddress == DeviceAddress(BDAddress("C1:02:03:04:05:06")!, .random))
     }
@@ -386,7 +386,7 @@ struct HCIHostInitTests {
     func bufferFallback() throws {
         let ctl = Self.controller(bdaddr: "55 44 33 22 11 c0", leBuffer: "00 00 00 00")
         let host = makeHost(ctl)
-        let info = try host.initialize()
+        let info = try host.initialise()
         #expect(ctl.sentOpcodes.contains(0x1005))
         #expect(info.aclBuffers == BufferSize(aclLength: 1021, aclPackets: 8))
         #expect(host.aclMaxLength == 1021)
@@ -403,7 +403,7 @@ struct HCIHostInitTests {
         ctl.when(command: .setEventMask, reply: [Ev.complete(.setEventMask)])
         ctl.when(command: .leSetEventMask, reply: [Ev.complete(.leSetEventMask)])
         ctl.when(h4("01 02 20 00"), reply: [Ev.complete(.leReadBufferSize, hex("00 1b 00 40"))])
-        let info = try makeHost(ctl).initialize()
+        let info = try makeHost(ctl).initialise()
         #expect(info.version == nil)
         #expect(info.supportedCommands.isEmpty)
         #expect(!info.supportsExtendedScanning)

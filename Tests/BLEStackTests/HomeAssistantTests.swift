@@ -193,7 +193,7 @@ struct HALightCommandTests {
     @Test("HA's full command parses to on, brightness and colour")
     func fullCommand() throws {
         let c = try command(#"{"state":"ON","brightness":128,"color":{"r":200,"g":100,"b":50}}"#)
-        #expect(c == LightCommand(on: true, brightness: 128, color: LightColor(200, 100, 50)))
+        #expect(c == LightCommand(on: true, brightness: 128, colour: LightColour(200, 100, 50)))
     }
 
     @Test("the other forms HA sends: OFF, bare ON, brightness only, colour only, transition and flash")
@@ -201,7 +201,7 @@ struct HALightCommandTests {
         #expect(try command(#"{"state":"OFF"}"#) == LightCommand(on: false))
         #expect(try command(#"{"state":"ON"}"#) == LightCommand(on: true))
         #expect(try command(#"{"state":"ON","brightness":1}"#) == LightCommand(on: true, brightness: 1))
-        #expect(try command(#"{"color":{"b":3,"g":2,"r":1},"state":"ON"}"#) == LightCommand(on: true, color: LightColor(1, 2, 3)))
+        #expect(try command(#"{"color":{"b":3,"g":2,"r":1},"state":"ON"}"#) == LightCommand(on: true, colour: LightColour(1, 2, 3)))
         #expect(try command(#"{"state":"OFF","transition":2.5}"#) == LightCommand(on: false, transition: 2.5))
         #expect(try command(#"{"state":"ON","flash":2}"#) == LightCommand(on: true, flash: 2))
         #expect(try command(#" {"state":"ON","brightness":255.0} "#).brightness == 255, "an integral number with .0 is accepted")
@@ -266,14 +266,14 @@ struct HALightCommandTests {
 struct HALightStateTests {
     @Test("(200,100,50) at brightness 128 is written as (100,50,25)")
     func issueExample() throws {
-        #expect(LightColor(200, 100, 50).scaled(by: 128) == LightColor(100, 50, 25))
+        #expect(LightColour(200, 100, 50).scaled(by: 128) == LightColour(100, 50, 25))
     }
 
     @Test("scaling rounds to nearest for every channel and brightness value, and keeps the ends exact")
     func scalingExhaustive() throws {
         for c in 0...255 {
             for b in 0...255 {
-                let got = LightColor(UInt8(c), 0, 0).scaled(by: UInt8(b)).r
+                let got = LightColour(UInt8(c), 0, 0).scaled(by: UInt8(b)).r
                 let want = (Double(c) * Double(b) / 255).rounded()
                 if Double(got) != want {
                     Issue.record("\(c) × \(b) / 255 gave \(got), want \(want)")
@@ -281,31 +281,31 @@ struct HALightStateTests {
                 }
             }
         }
-        #expect(LightColor(1, 2, 255).scaled(by: 255) == LightColor(1, 2, 255))
-        #expect(LightColor(255, 255, 255).scaled(by: 0) == .black)
+        #expect(LightColour(1, 2, 255).scaled(by: 255) == LightColour(1, 2, 255))
+        #expect(LightColour(255, 255, 255).scaled(by: 0) == .black)
     }
 
     @Test("the reducer: set, OFF writes black and keeps the colour, bare ON restores it, brightness alone rescales")
     func reducer() throws {
         var s = LightState.initial
-        #expect(!s.on && s.deviceColor == .black)
+        #expect(!s.on && s.deviceColour == .black)
 
         s = s.applying(try command(#"{"state":"ON","brightness":128,"color":{"r":200,"g":100,"b":50}}"#))
-        #expect(s.deviceColor == LightColor(100, 50, 25))
+        #expect(s.deviceColour == LightColour(100, 50, 25))
         #expect(s.stateJSON.serialized == #"{"state":"ON","color_mode":"rgb","brightness":128,"color":{"r":200,"g":100,"b":50}}"#)
 
         s = s.applying(try command(#"{"state":"OFF"}"#))
-        #expect(s.deviceColor == .black)
+        #expect(s.deviceColour == .black)
         #expect(s.stateJSON.serialized == #"{"state":"OFF","color_mode":"rgb","brightness":128,"color":{"r":200,"g":100,"b":50}}"#)
 
         s = s.applying(try command(#"{"state":"ON"}"#))
-        #expect(s.deviceColor == LightColor(100, 50, 25), "bare ON restores the last colour at the last brightness")
+        #expect(s.deviceColour == LightColour(100, 50, 25), "bare ON restores the last colour at the last brightness")
 
         s = s.applying(try command(#"{"state":"ON","brightness":255}"#))
-        #expect(s.deviceColor == LightColor(200, 100, 50))
+        #expect(s.deviceColour == LightColour(200, 100, 50))
 
         s = s.applying(try command(#"{"state":"ON","color":{"r":0,"g":0,"b":255}}"#))
-        #expect(s.deviceColor == LightColor(0, 0, 255))
+        #expect(s.deviceColour == LightColour(0, 0, 255))
         #expect(s.brightness == 255)
     }
 
@@ -314,15 +314,15 @@ struct HALightStateTests {
         let dark = LightState.readBack(.black)
         #expect(!dark.on)
         let on = try command(#"{"state":"ON"}"#)
-        #expect(dark.applying(on).deviceColor == .white)
-        let lit = LightState.readBack(LightColor(10, 20, 30))
-        #expect(lit == LightState(on: true, color: LightColor(10, 20, 30), brightness: 255))
-        #expect(lit.deviceColor == LightColor(10, 20, 30))
+        #expect(dark.applying(on).deviceColour == .white)
+        let lit = LightState.readBack(LightColour(10, 20, 30))
+        #expect(lit == LightState(on: true, colour: LightColour(10, 20, 30), brightness: 255))
+        #expect(lit.deviceColour == LightColour(10, 20, 30))
     }
 
     @Test("the state message goes, retained, to the device's state topic")
     func stateMessage() throws {
-        let m = LightState.readBack(LightColor(1, 2, 3)).stateMessage(try device(), topics: try topics())
+        let m = LightState.readBack(LightColour(1, 2, 3)).stateMessage(try device(), topics: try topics())
         #expect(m.topic == "attled/c0ffee001122/state")
         #expect(m.retain)
         let p = try JSONValue.parse(m.payloadBytes)
