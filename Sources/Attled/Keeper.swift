@@ -113,9 +113,11 @@ public final class DeviceKeeper {
     var connecting: KeptDevice?
     /// Learned when the controller refuses a link for want of room.
     public internal(set) var capacity: Int?
-    /// Set when the controller stopped answering a command: the run loop
-    /// ends its turn and the controller is reopened.
-    var resetReason: String?
+    /// The controller as the keeper sees it: working, or failed and to be
+    /// closed and opened again (a command it never answered, a transport error).
+    enum ControllerState: Equatable { case working, failed(why: String) }
+    var controller = ControllerState.working
+    var controllerFailed: Bool { controller != .working }
     /// The last scan start failed (logged once until a scan starts again).
     var scanFailing = false
     var controllerBackoff: Backoff
@@ -174,15 +176,16 @@ public final class DeviceKeeper {
             guard let st = stack else { try reopenController(); continue }
             attach(st)
             do {
-                _ = try st.host.pump(until: .distantFuture) { resetReason != nil || stopping }
+                _ = try st.host.pump(until: .distantFuture) { controllerFailed || stopping }
             } catch let e as HCIError {
                 if case .interrupted = e { throw e }
                 guard reopen != nil else { throw e }
-                resetReason = "\(e)"
+                controller = .failed(why: "\(e)")
             }
             if stopping { return }
-            let why = resetReason ?? "failed"
-            resetReason = nil
+            let why: String
+            if case let .failed(w) = controller { why = w } else { why = "failed" }
+            controller = .working
             log("controller: \(why); resetting it and restoring the links")
             detach(st)
             emit(.controllerLost(why: why))
@@ -293,7 +296,7 @@ public final class DeviceKeeper {
     /// ends its turn). Rejections (Command Disallowed after a cancel, say)
     /// are not: the attempt is retried with backoff.
     func noteControllerError(_ e: any Error) {
-        if case HCIError.commandTimeout = e, resetReason == nil { resetReason = "\(e)" }
+        if case HCIError.commandTimeout = e, !controllerFailed { controller = .failed(why: "\(e)") }
     }
 
     // MARK: what the owner tells the keeper
