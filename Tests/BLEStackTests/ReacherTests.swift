@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import BLEWire
+@testable import BLETransport
+@testable import BLEHCI
+@testable import BLEGAP
+@testable import Attled
+@testable import AttledLED
+@testable import AttledCLI
+
+/// One-shot finding and connecting (`Reacher`, on the library's keeper) on a
+/// scripted controller: which LE Create Connection goes out when, what each
+/// target hears of it.
+@Suite("Reacher: one-shot targets on the keeper")
+struct ReacherTests {
+    static let lamp1 = KeeperTests.lamp, lamp2 = KeeperTests.lamp2
+
+    /// A target that records what the reacher tells it.
+    final class Probe: Reaching {
+        let target: Target
+        let report = Report(prefix: "", quiet: true)
+        var log: [String] = []
+        var state = "waiting"
+        var failure: (any Error)?
+        init(_ t: Target) { target = t }
+        var isWaiting: Bool { state == "waiting" }
+        var isConnecting: Bool { state == "connecting" }
+        var isFinished: Bool { state == "up" || state == "failed" }
+        func heard(_ d: DiscoveredDevice) { log.append("heard \(d.name ?? "?")") }
+        func connecting() { state = "connecting"; log.append("connecting") }
+        func waitAgain() { state = "waiting"; log.append("wait") }
+        func up(_ link: Link, cachedName: String?) { state = "up"; log.append("up" + (cachedName.map { " cached \($0)" } ?? "")) }
+        func fail(_ error: any Error) { state = "failed"; failure = error; log.append("failed") }
+        func fail(_ re: RunError) { state = "failed"; failure = re; log.append("failed \(re.code)") }
+    }
+
+    final class World {
+        let ctl: ScriptedController
+        let session: Session
+        let probes: [Probe]
+        let reacher: Reacher
+        let dir: String
+
+        init(_ args: String, scanEnable: [HCIPacket] = [Ev.complete(.leSetScanEnable)], cache: (String, String)? = nil) throws {
+            dir = try GATTCacheTests.tempDirectory()
+            ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
+            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
+            ctl.when(command: .leSetScanEnable, reply: scanEnable)
+            ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+            session = Session(try Options.parse(args.split(separator: " ").map(String.init)),
+                              environment: ["XDG_CACHE_HOME": dir, "XDG_STATE_HOME": dir])
+            if let (name, addr) = cache { session.cache?.remember(name: name, DeviceAddress(BDAddress(addr)!, .random)) }
+            let stack = try BLEStack(transport: ctl)
+            stack.host.interruptible = false
+            stack.central.airRequests = []
+            session.stack = stack
+            probes = Target.from(session.opts).map(Probe.init)
+            reacher = Reacher(session, stack, probes)
+        }
+        deinit { GATTCacheTests.removeAll(dir) }
+
+        /// Pumps until `done` or 3 s.
+        func pump(_ done: @escaping () -> Bool) throws { _ = try reacher.pump(until: Instant.now().adding(ms: 3000), done) }
+        var connectsSent: [String] {
+            ctl.sent.filter { $0.type == .command && $0.bytes.count >= 15 && $0.bytes[0] == 0x0D && $0.bytes[1] == 0x20 }
+                .map { BDAddress(wire: Array($0.bytes[9..<15])).description }
+        }
+    }
+
+    @Test("two named targets share one scan, each claimed by its first report and connected in turn (the scan stopped for each attempt, resumed while a target waits); an absent one fails alone when the scan time is over")
+    func sharedScan() throws {
+        let w = try World("get --name Lamp1 --name Lamp2 --name Lamp3 --timeout 1")
+        let (p1, p2, p3) = (w.probes[0], w.probes[1], w.probes[2])
+        let central = w.session.stack!.central
+        w.reacher.start()
+        try w.pump { central.isScanning }
+        w.ctl.deliver(KeeperTests.report(Self.lamp2, "Lamp2"))
+        try w.pump { !w.connectsSent.isEmpty }
+        // The scan was stopped before the attempt (one thing at a time on the controller).
+        #expect(w.connectsSent == [Self.lamp2])
+        let ops = w.ctl.sentOpcodes
+        #expect(ops[..<(try #require(ops.firstIndex(of: 0x200D)))].last == 0x200C)
+        #expect(!central.isScanning && p2.log == ["heard Lamp2", "connecting"] && p1.log.isEmpty)
+        w.ctl.deliver(KeeperTests.connected(Self.lamp2, handle: 1))
+        // Lamp1 and Lamp3 still wait: the scan resumes.
+        try w.pump { central.isScanning }
+        #expect(p2.log.last == "up")
+        w.ctl.deliver(KeeperTests.report(Self.lamp2, "Lamp2"), KeeperTests.report(Self.lamp1, "Lamp1"))
+        try w.pump { w.connectsSent.count == 2 }
+        #expect(w.connectsSent == [Self.lamp2, Self.lamp1], "a device serves one target: Lamp2's report is not taken again")
+        w.ctl.deliver(KeeperTests.connected(Self.lamp1, handle: 2))
+        try w.pump { p1.isFinished && p3.isFinished }
+        #expect(p1.log == ["heard Lamp1", "connecting", "up"])
+        // Lamp3 was never heard: it fails on its own, not found (exit 3), when the scan time is over.
+        #expect(p3.log == ["failed \(ExitCode.deviceNotFound)"])
+        #expect(!central.isScanning)
+        #expect(w.session.tracedLinks.count == 2)
+    }
+
+    @Test("two --address targets: connected one after the other without a scan, the second as soon as the first attempt ends")
+    func addressesInTurn() throws {
+        let w = try World("get --address \(Self.lamp1) --address \(Self.lamp2)")
+        w.reacher.start()
+        try w.pump { !w.connectsSent.isEmpty }
+        #expect(w.connectsSent == [Self.lamp1])
+        w.ctl.deliver(KeeperTests.connected(Self.lamp1, handle: 1))
+        try w.pump { w.connectsSent.count == 2 }
+        #expect(w.connectsSent == [Self.lamp1, Self.lamp2])
+        w.ctl.deliver(KeeperTests.connected(Self.lamp2, handle: 2))
+        try w.pump { w.probes.allSatisfy(\.isFinished) }
+        #expect(w.probes.map(\.log) == [["connecting", "up"], ["connecting", "up"]])
+        #expect(!w.ctl.sentOpcodes.contains(0x200C), "no scan")
+    }
+
+    @Test("a cached address is tried first, briefly; when it does not answer it is forgotten and the target waits for the scan, which finds it")
+    func cachedAddressFallsBack() throws {
+        let w = try World("get --name Lamp1 --connect-timeout 5000", cache: ("Lamp1", Self.lamp1))
+        w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), KeeperTests.connected(Self.lamp1, handle: 0, status: 0x02)])
+        let p = w.probes[0]
+        let start = Instant.now()
+        w.reacher.start()
+        #expect(w.connectsSent == [Self.lamp1] && !w.ctl.sentOpcodes.contains(0x200C), "connected at the cached address, no scan")
+        try w.pump { p.isWaiting }
+        #expect(p.log == ["connecting", "wait"])
+        let waited = start.msUntil(Instant.now())
+        #expect(waited >= 1000 && waited < 2500, "tried for 1 s, not the 5 s --connect-timeout (\(waited) ms)")
+        #expect(w.session.cache?.address(forName: "Lamp1") == nil, "the cached address is forgotten")
+        try w.pump { w.session.stack!.central.isScanning }
+        w.ctl.deliver(KeeperTests.report(Self.lamp1, "Lamp1"))
+        try w.pump { w.connectsSent.count == 2 }
+        w.ctl.deliver(KeeperTests.connected(Self.lamp1, handle: 1))
+        try w.pump { p.isFinished }
+        #expect(p.log == ["connecting", "wait", "heard Lamp1", "connecting", "up"])
+        #expect(w.session.cache?.address(forName: "Lamp1") == DeviceAddress(BDAddress(Self.lamp1)!, .random), "remembered again")
+    }
+
+    @Test("a scan that cannot start ends the run with the controller's error")
+    func scanFailure() throws {
+        let refused = try World("get --name Lamp1", scanEnable: [Ev.complete(.leSetScanEnable, [0x0C])])
+        refused.reacher.start()
+        let e = try #require(throws: HCIError.self) { try refused.pump { false } }
+        guard case .commandFailed(_, .commandDisallowed) = e else { Issue.record("got \(e)"); return }
+    }
+}
