@@ -1,0 +1,70 @@
+import BLEWire
+import BLETransport
+
+// Registrations on the host: handlers for events, ACL, undecodable packets
+// and closing, and timers; each returns a token that `cancel` takes.
+extension HCIHost {
+    func token() -> HostToken {
+        defer { nextToken += 1 }
+        return HostToken(id: nextToken)
+    }
+
+    /// Registers a handler for every decoded event (Command Complete/Status
+    /// and Number Of Completed Packets reach it after the host used them).
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onEvent(_ h: @escaping (HCIEvent) -> Void) -> HostToken {
+        let t = token(); eventHandlers.append((t, h)); return t
+    }
+
+    /// Registers a handler for every incoming ACL packet.
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onACL(_ h: @escaping (ACLPacket) -> Void) -> HostToken {
+        let t = token(); aclHandlers.append((t, h)); return t
+    }
+
+    /// Registers a handler for an event that failed to decode (it is otherwise ignored).
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onUndecodable(_ h: @escaping (HCIPacket, WireError) -> Void) -> HostToken {
+        let t = token(); undecodableHandlers.append((t, h)); return t
+    }
+
+    /// Registers a handler called once when the host fails or is closed, with the error.
+    /// - Returns: the token that `cancel(_:)` takes.
+    @discardableResult
+    public func onClose(_ h: @escaping (HCIError) -> Void) -> HostToken {
+        let t = token(); closeHandlers.append((t, h)); return t
+    }
+
+    /// Runs `action` inside `pump` once `due` has passed (never from inside this call).
+    /// - Returns: the token that `cancel(_:)` takes to stop it first.
+    @discardableResult
+    public func schedule(at due: Instant, _ action: @escaping () -> Void) -> HostToken {
+        let t = token(); timers.append(Timer(token: t, due: due, action: action)); return t
+    }
+
+    /// Runs `action` inside `pump` after `ms` milliseconds.
+    @discardableResult
+    public func schedule(afterMs ms: Int, _ action: @escaping () -> Void) -> HostToken {
+        schedule(at: Instant.now().adding(ms: ms), action)
+    }
+
+    /// Removes a handler or timer. Cancelling twice, or a token already spent, is harmless.
+    public func cancel(_ t: HostToken) {
+        eventHandlers.removeAll { $0.0 == t }
+        aclHandlers.removeAll { $0.0 == t }
+        undecodableHandlers.removeAll { $0.0 == t }
+        closeHandlers.removeAll { $0.0 == t }
+        timers.removeAll { $0.token == t }
+    }
+
+    /// Removes several registrations.
+    public func cancel(_ ts: [HostToken]) { for t in ts { cancel(t) } }
+
+    /// Number of live registrations (handlers and timers), for leak checks in tests.
+    public var registrationCount: Int {
+        eventHandlers.count + aclHandlers.count + undecodableHandlers.count + closeHandlers.count + timers.count
+    }
+}
