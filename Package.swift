@@ -50,6 +50,8 @@ let package = Package(
         .target(name: "BLEATT", dependencies: ["BLEWire", "BLEHCI", "BLEL2CAP"], swiftSettings: strict),
         // GATT client procedures.
         .target(name: "BLEGATT", dependencies: ["BLEWire", "BLEHCI", "BLEATT"], swiftSettings: strict),
+        // The GATT server: a database, its sessions per client, every request answered.
+        .target(name: "BLEGATTServer", dependencies: ["BLEWire", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
         // Packet decoder for --trace (dispatch and layout; each layer describes its own PDUs), btsnoop capture files.
         .target(name: "BLETrace", dependencies: ["BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
         // The three LED devices and generic RGB descriptions.
@@ -83,7 +85,7 @@ let package = Package(
         // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
         .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "BLEMQTT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT", "AttledGateway"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT", "AttledGateway", "BLEGATTServer"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):

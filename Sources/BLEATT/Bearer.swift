@@ -40,12 +40,23 @@ public enum ATTError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The client side of one ATT bearer (Core Vol 3 Part F 3.3): one
+/// The server side of a bearer: answers the peer's requests and takes its
+/// commands and confirmations (Core Vol 3 Part F 3.4). Exchange MTU stays
+/// the bearer's own.
+public protocol ATTServer: AnyObject {
+    /// The answer to a request (its response, or an Error Response); nil for a command.
+    func serve(_ pdu: any ATTPDU, opcode: ATTOpcode, on bearer: ATTBearer) -> (any ATTPDU)?
+    /// A Handle Value Confirmation arrived (the indication outstanding is done).
+    func confirmed(on bearer: ATTBearer)
+}
+
+/// One ATT bearer (Core Vol 3 Part F 3.3). The client side: one
 /// outstanding request at a time (the rest wait in a queue, in order), a
 /// deadline per transaction, Error Response mapped to `ATTError`, MTU
-/// exchange, the peer's own requests answered (its Exchange MTU Request with
-/// our MTU; anything else with Request Not Supported, as attled has no GATT
-/// server), notifications delivered, indications delivered and confirmed.
+/// exchange, notifications delivered, indications delivered and confirmed.
+/// The peer's requests: Exchange MTU answered with our MTU; the rest by the
+/// `server` when there is one (a GATT server), else with Request Not
+/// Supported.
 ///
 /// Lifecycle: `open` until the link goes down, the host fails, `close()` is
 /// called, or a transaction times out (3.3.3: no further requests on the
@@ -65,6 +76,8 @@ public final class ATTBearer {
     /// Default deadline per transaction; the specification's 30 s is far too long for a CLI.
     public var transactionTimeoutMs = 5000
 
+    /// Answers the peer's requests and commands (nil: a client only).
+    public var server: (any ATTServer)?
     /// Handle Value Notifications.
     public var onNotification: ((HandleValue) -> Void)?
     /// Handle Value Indications (already confirmed).
@@ -318,12 +331,16 @@ public final class ATTBearer {
             if let m = (pdu as? ATT.ExchangeMTURequest)?.mtu {
                 link.send(cid: CID.att, ATT.ExchangeMTUResponse(mtu: preferredMTU).encoded)
                 applyMTU(m)
+            } else if let server, let answer = server.serve(pdu, opcode: op, on: self) {
+                link.send(cid: CID.att, answer.encoded)
             } else {
                 let h = pdu.firstHandle ?? 0
                 link.send(cid: CID.att, ATT.ErrorResponse(request: op, handle: h, error: .requestNotSupported).encoded)
             }
-        case .command, .confirmation:
-            break // we are not a server: nothing to do
+        case .command:
+            _ = server?.serve(pdu, opcode: op, on: self)
+        case .confirmation:
+            server?.confirmed(on: self)
         case .unknown:
             // Unknown opcode: requests (command flag clear) get Request Not Supported (3.4.1.1).
             if !op.isCommandFlagSet {
