@@ -61,7 +61,7 @@ def test_colour_set_and_read_back(world, profile):
 
 def test_read_back_alone_reads_the_initial_colour(world):
     w = world(devices=["Board:pycom:init=1,2,3"])
-    code, out = central(w, "--name", "Board", "--read-back")
+    code, out = central(w, "--address", "C0:11:22:33:44:55", "--read-back")
     assert code == 0, out
     assert out["read_back"] == {"red": "01", "green": "02", "blue": "03"} and "ops" not in out
     assert not w.find({"event": "write"})
@@ -117,6 +117,8 @@ def test_pairing_then_encryption_with_the_bond(world, tmp_path, mode):
     pairing = w.wait_event({"event": "pairing", "device": "Sec", "result": "complete"})
     assert pairing["sc"] is (mode == "sc") and pairing["bonded"] is True
     assert pairing["identity"] == "F0:00:00:00:00:01"
+    irk = w.wait_event({"event": "smp", "device": "Sec", "code": 0x08})  # the central's Identity Information
+    assert irk["pdu"][2:] != "00" * 16
     stored = json.loads(open(keystore, encoding="utf-8").read())
     assert "C0:11:22:33:44:55" in next(iter(stored.values()))
     mark = w.mark()

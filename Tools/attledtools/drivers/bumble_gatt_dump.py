@@ -1,5 +1,5 @@
 """The parts of bumble_gatt_central that are not about the link: ATT round-trip
-counting on Bumble's GATT client, and the whole-database dump in the shape of
+counting on Bumble's GATT client, a timed long read, and the whole-database dump in the shape of
 ``attled gatt --json --values`` ("services", see Sources/AttledCLI/GATTTool.swift
 ``dump``).
 
@@ -28,6 +28,7 @@ asked for with one more Read By Group Type.
 from __future__ import annotations
 
 import struct
+import time
 from collections import Counter
 
 from bumble import att
@@ -177,3 +178,31 @@ async def discover_database(client: Client, trips: RoundTrips | None = None, val
                     "primary": service.handle not in secondaries, "includes": includes[service.handle],
                     "characteristics": jc})
     return out
+
+
+async def timed_long_read(client: Client, target: str, trips: RoundTrips) -> dict:
+    """One long read (Read, then Read Blobs) of a characteristic value, timed.
+
+    ``target``: a value handle ("0x0010", "16") or a characteristic UUID (the
+    first one found; the services and characteristics are discovered first,
+    counted as job "throughput_discover").  Raises LookupError, att.ATT_Error.
+    """
+    trips.job = "throughput_discover"
+    try:
+        handle = int(target, 0)
+    except ValueError:
+        await client.discover_services()
+        found = []
+        for service in client.services:
+            found += await client.discover_characteristics([UUID(target)], service)
+        if not found:
+            raise LookupError(f"no characteristic {target}") from None
+        handle = found[0].handle
+    trips.job = "throughput"
+    before = trips.counts["throughput"]
+    started = time.perf_counter()
+    value = await client.read_value(handle)
+    seconds = time.perf_counter() - started
+    return {"handle": handle, "bytes": len(value), "ms": round(seconds * 1000, 3),
+            "bytes_per_s": round(len(value) / seconds, 1) if seconds > 0 else None,
+            "mtu": client.mtu, "round_trips": trips.counts["throughput"] - before}
