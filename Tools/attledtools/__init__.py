@@ -4,11 +4,15 @@
     drivers/  processes and worlds: vworld (the virtual air, its parts in
               air/), rcworld (Root Canal), worldproc / attledproc /
               mqttbroker (a vworld, attled, mosquitto process from Python),
-              bumble_central (the reference central)
+              bumble_central (the reference central), bumble_gatt_central
+              (a central on Bumble's GATT client and SMP: pairing and bonds,
+              read-back, notifications, database dump, long-read throughput,
+              ATT round trips; its dump in bumble_gatt_dump)
     bench/    make bench: bench, gatewaybench, gatewayair, gateway_reference
     soak/     make soak: soak, gatewaysoak (and its gatewaymodel,
               gatewayprocs, gatewayfigures)
-    maint/    repository upkeep: doccoverage, make_golden
+    maint/    repository upkeep: doccoverage, make_golden; dbhash (Bumble's
+              GATT Database Hash of a board profile or a database JSON)
     demo      make demo
 
 The package is importable with Tools/ on the module path: PYTHONPATH=Tools for

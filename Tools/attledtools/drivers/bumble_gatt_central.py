@@ -1,0 +1,406 @@
+"""A GATT central on Bumble's own host stack (its GATT client and its SMP): the
+independent judge of a peripheral (attled serve, the vworld peers).
+
+    PYTHONPATH=Tools python -m attledtools.drivers.bumble_gatt_central \\
+        --transport tcp-client:127.0.0.1:PORT (--name N | --uuid U | --address A) \\
+        [--mtu 517|23] [--pair [--legacy] [--keystore PATH]] [--rgb R,G,B] [--read-back] \\
+        [--command 1,0 [--subscribe] [--expect-notifications N] [--notify-wait S]] \\
+        [--dump] [--throughput HANDLE|UUID] [--timeout S]
+
+Finds the peripheral by advertised name, 128-bit service UUID or address
+(bumble_central.matches), connects, exchanges the MTU (--mtu, default 517;
+23 = no Exchange MTU Request), then runs the jobs asked for, in this order:
+
+  pair        --pair: Just Works with bonding, both sides distributing their
+              encryption and identity keys; LE Secure Connections, or legacy
+              pairing with --legacy.  With --keystore PATH (Bumble's
+              JsonKeyStore) a peer already bonded there is encrypted with
+              the bond instead ("security": {"action": "encrypted with bond"}).
+  write       --rgb R,G,B (pycom, particle) / --command B,B.. (harness): one
+              byte per write, Write Request or Write Command by the properties.
+  subscribe   --subscribe (harness): the button's CCCD is written before the
+              commands; notifications are collected until
+              --expect-notifications N (default: one per command) arrived or
+              --notify-wait S (default 2) passed.
+  read        --read-back: the LED characteristics that have read, read back.
+  dump        --dump: the whole database, attled's `gatt --json --values`
+              "services" shape (bumble_gatt_dump.py).
+  throughput  --throughput HANDLE|UUID: one long read (Read + Read Blobs) of a
+              characteristic value, timed.
+
+Output: one JSON line on stdout:
+
+  {"result": "ok", "address": A, "legacy_report": B, "mtu": N,
+   "profile": "pycom|particle|harness" (write/read/subscribe jobs),
+   "security": {"action": "paired|encrypted with bond", "sc": B,
+                "bonded": B, "key_size": N|null, "mitm": B, "level": 1..4,
+                "irk": B (the peer distributed an IRK)},
+   "ops": ["request"|"command", ...], "read_back": {"red": "ff", ...},
+   "notifications": ["01", "00"], "notification_ms": [..],
+   "services": [...], "throughput": {"handle": H, "bytes": N, "ms": F,
+   "bytes_per_s": F, "mtu": N, "round_trips": N},
+   "att_round_trips": {"mtu": 1, "pair": 0, "discover": N, "write": N, ...},
+   "att_round_trips_total": N, "att_requests_by_opcode": {"0a": N, ...},
+   "<stage>_ms": F ..., "total_ms": F}
+
+"level" is the LE security mode 1 level: 1 none, 2 encrypted unauthenticated
+(Just Works), 3 authenticated, 4 authenticated LE SC with a 128-bit key.
+ATT round trips: requests that got a response (error responses included),
+counted on Bumble's client by job (bumble_gatt_dump.RoundTrips).
+
+On failure: {"result": "error", "stage": S, "error": "...", "att_error":
+INT|null, ...what was reached}.  Exit codes: 0 ok, 1 other (bad use, MTU),
+2 not found, 3 connect, 4 service/characteristic not found, 5 write (ATT
+error), 6 pairing/encryption, 7 read (ATT error), 8 fewer notifications
+than expected by the deadline, 9 dump, 10 throughput.  Every wait is bounded
+by --timeout (overall, default 15 s) and the ATT/SMP timeouts below it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+
+from bumble import att, hci, pairing
+from bumble.core import UUID, AdvertisingData
+from bumble.device import Device, Peer
+from bumble.gatt import Characteristic
+from bumble.keys import JsonKeyStore, MemoryKeyStore
+from bumble.transport import open_transport
+
+from attledtools.drivers.bumble_central import StageError, matches
+from attledtools.drivers.bumble_gatt_dump import RoundTrips, att_error_name, discover_database, timed_long_read
+from attledtools.peers.profiles import PROFILES
+
+EXIT_CODES = {"ok": 0, "other": 1, "scan": 2, "connect": 3, "discover": 4, "write": 5, "pair": 6,
+              "read": 7, "notify": 8, "dump": 9, "throughput": 10}
+CENTRAL_ADDRESS = "F0:00:00:00:00:01"  # static random; the identity a bond is kept under
+# The IRK distributed with that identity: fixed (a bond outlives the run) and
+# not Bumble's default of 16 zero octets.
+CENTRAL_IRK = bytes.fromhex("6a75646765206972 6b20626374726c31".replace(" ", ""))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="GATT central on Bumble's host stack (see the module docstring)")
+    p.add_argument("--transport", required=True, help="Bumble transport, e.g. tcp-client:127.0.0.1:PORT")
+    p.add_argument("--name", help="advertised local name (complete or shortened)")
+    p.add_argument("--uuid", help="advertised 128-bit service UUID")
+    p.add_argument("--address", help="peer address, e.g. C0:11:22:33:44:55")
+    p.add_argument("--mtu", type=int, default=517, help="ATT_MTU to ask for (23: no Exchange MTU Request)")
+    p.add_argument("--pair", action="store_true", help="pair (or encrypt with a bond from --keystore)")
+    p.add_argument("--legacy", action="store_true", help="legacy Just Works instead of LE Secure Connections")
+    p.add_argument("--keystore", help="Bumble JsonKeyStore file for the bonds")
+    p.add_argument("--rgb", help="R,G,B colour to write (pycom / particle)")
+    p.add_argument("--command", help="harness command bytes, comma-separated, e.g. 1,0")
+    p.add_argument("--subscribe", action="store_true", help="harness: subscribe to the button first")
+    p.add_argument("--expect-notifications", type=int, help="notifications to wait for (default: one per command)")
+    p.add_argument("--notify-wait", type=float, default=2.0, help="seconds to wait for the notifications")
+    p.add_argument("--read-back", action="store_true", help="read the LED characteristics back")
+    p.add_argument("--dump", action="store_true", help="dump the whole GATT database with values")
+    p.add_argument("--throughput", help="long-read this characteristic (value handle or UUID), timed")
+    p.add_argument("--timeout", type=float, default=15.0, help="overall deadline in seconds")
+    p.add_argument("--verbose", "-v", action="store_true")
+    args = p.parse_args(argv)
+    if not (args.name or args.uuid or args.address):
+        p.error("give --name, --uuid or --address")
+    if not 23 <= args.mtu <= 517:
+        p.error("--mtu must be 23..517")
+    args.rgb_values = [int(v) for v in args.rgb.split(",")] if args.rgb else None
+    if args.rgb_values is not None and (len(args.rgb_values) != 3 or not all(0 <= v <= 255 for v in args.rgb_values)):
+        p.error("--rgb must be R,G,B with values 0..255")
+    args.command_values = [int(v, 0) for v in args.command.split(",")] if args.command else None
+    if (args.legacy or args.keystore) and not args.pair:
+        p.error("--legacy and --keystore go with --pair")
+    if not (args.pair or args.rgb_values or args.command_values or args.read_back or args.dump or args.throughput):
+        p.error("nothing to do: give --pair, --rgb, --command, --read-back, --dump or --throughput")
+    return args
+
+
+def pairing_config(legacy: bool) -> pairing.PairingConfig:
+    keys = (pairing.PairingDelegate.KeyDistribution.DISTRIBUTE_ENCRYPTION_KEY
+            | pairing.PairingDelegate.KeyDistribution.DISTRIBUTE_IDENTITY_KEY)
+    return pairing.PairingConfig(
+        sc=not legacy, mitm=False, bonding=True,
+        delegate=pairing.PairingDelegate(
+            io_capability=pairing.PairingDelegate.IoCapability.NO_OUTPUT_NO_INPUT,
+            local_initiator_key_distribution=keys, local_responder_key_distribution=keys),
+        identity_address_type=pairing.PairingConfig.AddressType.RANDOM)
+
+
+def security_level(encrypted: bool, mitm: bool, sc: bool, key_size: int | None) -> int:
+    if not encrypted:
+        return 1
+    if not mitm:
+        return 2
+    return 4 if sc and key_size in (16, None) else 3
+
+
+class Central:
+    def __init__(self, args, report: dict) -> None:
+        self.args, self.report = args, report
+        self.t0 = self.last = time.perf_counter()
+        self.stage = "init"
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.report[f"{stage}_ms"] = round((now - self.last) * 1000, 2)
+        self.last = now
+
+    def fail(self, stage: str, message: str, att_error: int | None = None) -> StageError:
+        return StageError(stage, EXIT_CODES[stage], message, att_error)
+
+    async def run(self) -> None:
+        args = self.args
+        transport = await open_transport(args.transport)
+        device = Device.with_hci("bumble-gatt-central", hci.Address(CENTRAL_ADDRESS), transport.source, transport.sink)
+        device.irk = CENTRAL_IRK
+        device.keystore = JsonKeyStore(None, args.keystore) if args.keystore else MemoryKeyStore()
+        device.pairing_config_factory = lambda _connection: pairing_config(args.legacy)
+        self.device, self.connection = device, None
+        try:
+            await device.power_on()
+            self.lap("init")
+            self.stage = "scan"
+            advertisement = await self.scan()
+            self.stage = "connect"
+            try:
+                self.connection = await device.connect(
+                    advertisement.address, own_address_type=hci.OwnAddressType.RANDOM, timeout=args.timeout)
+            except Exception as error:
+                raise self.fail("connect", f"connect failed: {error}") from error
+            self.lap("connect")
+            client = self.connection.gatt_client
+            self.trips = RoundTrips(client)
+            self.stage, self.trips.job = "other", "mtu"
+            if args.mtu != 23:
+                await client.request_mtu(args.mtu)
+            self.report["mtu"] = client.mtu
+            self.lap("mtu")
+            await self.jobs(advertisement)
+            self.stage = "other"
+            await self.connection.disconnect()
+            self.connection = None
+            self.lap("disconnect")
+        except StageError:
+            raise
+        except Exception as error:
+            raise self.fail(self.stage, f"{type(error).__name__}: {error}") from error
+        finally:
+            if getattr(self, "trips", None):
+                self.report.update(self.trips.report())
+            if self.connection is not None:
+                try:
+                    await asyncio.wait_for(self.connection.disconnect(), 2.0)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            try:
+                await asyncio.wait_for(transport.close(), 2.0)
+            except Exception:  # noqa: BLE001
+                pass
+            self.report["total_ms"] = round((time.perf_counter() - self.t0) * 1000, 2)
+
+    async def scan(self):
+        found: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def on_advertisement(advertisement) -> None:
+            if not found.done() and advertisement.is_connectable and matches(self.args, advertisement):
+                found.set_result(advertisement)
+
+        self.device.on(Device.EVENT_ADVERTISEMENT, on_advertisement)
+        await self.device.start_scanning(active=True, filter_duplicates=False)
+        advertisement = await found  # bounded by the overall deadline (exit 2)
+        await self.device.stop_scanning()
+        self.report["address"] = str(advertisement.address).split("/")[0]
+        self.report["legacy_report"] = bool(advertisement.is_legacy)
+        self.lap("scan")
+        return advertisement
+
+    async def jobs(self, advertisement) -> None:
+        args = self.args
+        if args.pair:
+            self.stage = self.trips.job = "pair"
+            await self.secure()
+            self.lap("pair")
+        if args.rgb_values or args.command_values or args.read_back:
+            self.stage = self.trips.job = "discover"
+            roles, profile = await self.led_roles(advertisement)
+            self.lap("discover")
+            await self.led_jobs(roles, profile)
+        if args.dump:
+            self.stage = "dump"
+            try:
+                self.report["services"] = await discover_database(self.connection.gatt_client, self.trips)
+            except att.ATT_Error as error:
+                raise self.fail("dump", f"ATT error 0x{error.error_code:02X}", error.error_code) from error
+            self.lap("dump")
+        if args.throughput:
+            self.stage = "throughput"
+            await self.throughput(args.throughput)
+
+    async def secure(self) -> None:
+        connection, keystore = self.connection, self.device.keystore
+        keys = await keystore.get(str(connection.peer_address))
+        try:
+            if keys is not None and (keys.ltk is not None or keys.ltk_central is not None):
+                action = "encrypted with bond"
+                await connection.encrypt()
+            else:
+                action = "paired"
+                await connection.pair()
+        except Exception as error:  # noqa: BLE001 - SMP failure, HCI error, timeout
+            self.report["security"] = {"action": "pairing failed" if keys is None else "encryption failed"}
+            raise self.fail("pair", f"{type(error).__name__}: {error}",
+                            getattr(error, "error_code", None)) from error
+        # The bond as stored (after pairing, under the peer's identity address).
+        keys = await keystore.get(str(connection.peer_address)) or keys
+        sc = keys is not None and keys.ltk is not None
+        key = (keys.ltk if sc else keys.ltk_central) if keys is not None else None
+        mitm = bool(key and key.authenticated)
+        # LE has no HCI command to read the key size; Bumble's virtual controller
+        # leaves it 0: null then (Bumble's SMP always negotiates 16 octets).
+        size = int(connection.encryption_key_size or 0) or None
+        encrypted = bool(connection.encryption)
+        self.report["security"] = {"action": action, "sc": sc, "bonded": keys is not None, "key_size": size,
+                                   "mitm": mitm, "level": security_level(encrypted, mitm, sc, size),
+                                   "irk": bool(keys and keys.irk)}
+        if not encrypted:
+            raise self.fail("pair", f"{action}, but the link is not encrypted")
+
+    async def led_roles(self, advertisement):
+        peer = Peer(self.connection)
+        advertised = set()
+        for ad_type in (AdvertisingData.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS,
+                        AdvertisingData.INCOMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS):
+            advertised.update(advertisement.data.get(ad_type) or [])
+        for candidate in sorted(PROFILES.values(), key=lambda p: UUID(p.service_uuid) not in advertised):
+            services = await peer.discover_service(UUID(candidate.service_uuid))
+            if services:
+                service, profile = services[0], candidate
+                break
+        else:
+            raise self.fail("discover", "no LED service found")
+        by_uuid = {str(c.uuid).upper(): c for c in await peer.discover_characteristics(service=service)}
+        roles = {}
+        for spec in profile.chars:
+            if spec.uuid.upper() not in by_uuid:
+                raise self.fail("discover", f"characteristic {spec.role} {spec.uuid} not found")
+            roles[spec.role] = by_uuid[spec.uuid.upper()]
+        self.report["profile"] = profile.name
+        self.peer = peer
+        return roles, profile
+
+    async def led_jobs(self, roles, profile) -> None:
+        args = self.args
+        if profile.is_rgb:
+            writes = list(zip(("red", "green", "blue"), args.rgb_values or []))
+            if args.command_values:
+                raise self.fail("other", f"{profile.name} takes --rgb, not --command")
+        else:
+            writes = [("command", v) for v in args.command_values or []]
+            if args.rgb_values:
+                raise self.fail("other", "harness takes --command, not --rgb")
+        notifications: list[tuple[float, str]] = []
+        expected = args.expect_notifications if args.expect_notifications is not None else len(writes)
+        enough = asyncio.Event()
+        if args.subscribe:
+            if "button" not in roles:
+                raise self.fail("other", f"--subscribe: {profile.name} has no button characteristic")
+            self.stage = self.trips.job = "subscribe"
+
+            def on_notification(value: bytes) -> None:
+                notifications.append((time.perf_counter(), bytes(value).hex()))
+                if len(notifications) >= expected:
+                    enough.set()
+
+            await self.peer.subscribe(roles["button"], on_notification)
+            self.lap("subscribe")
+        if writes:
+            self.stage = self.trips.job = "write"
+            ops = []
+            started = time.perf_counter()
+            for role, value in writes:
+                proxy = roles[role]
+                with_response = bool(proxy.properties & Characteristic.Properties.WRITE)
+                ops.append("request" if with_response else "command")
+                try:
+                    await self.peer.write_value(proxy, bytes([value]), with_response=with_response)
+                except att.ATT_Error as error:
+                    self.report["ops"] = ops
+                    raise self.fail("write", f"{role}: ATT error 0x{error.error_code:02X}",
+                                    error.error_code) from error
+            self.report["ops"] = ops
+            self.lap("write")
+        if args.subscribe:
+            self.stage = "notify"
+            try:
+                if expected:
+                    await asyncio.wait_for(enough.wait(), args.notify_wait)
+                else:  # expecting none: watch the whole window
+                    await asyncio.wait_for(asyncio.Event().wait(), args.notify_wait)
+            except asyncio.TimeoutError:
+                pass
+            self.report["notifications"] = [v for _, v in notifications]
+            self.report["notification_ms"] = [round((t - started) * 1000, 2) for t, _ in notifications] \
+                if writes else []
+            self.lap("notify")
+            if len(notifications) < expected:
+                raise self.fail("notify", f"{len(notifications)} of {expected} notifications in {args.notify_wait} s")
+        if args.read_back:
+            self.stage = self.trips.job = "read"
+            read_back = {}
+            for spec in profile.chars:
+                if spec.properties & Characteristic.Properties.READ:
+                    try:
+                        read_back[spec.role] = bytes(await self.peer.read_value(roles[spec.role])).hex()
+                    except att.ATT_Error as error:
+                        self.report["read_back"] = read_back
+                        raise self.fail("read", f"{spec.role}: {att_error_name(error.error_code)}",
+                                        error.error_code) from error
+            self.report["read_back"] = read_back
+            self.lap("read")
+
+    async def throughput(self, target: str) -> None:
+        try:
+            self.report["throughput"] = await timed_long_read(self.connection.gatt_client, target, self.trips)
+        except LookupError as error:
+            raise self.fail("throughput", str(error)) from error
+        except att.ATT_Error as error:
+            raise self.fail("throughput", f"read {target}: {att_error_name(error.error_code)}",
+                            error.error_code) from error
+        self.lap("throughput")
+
+
+async def main_async(args) -> int:
+    report: dict = {}
+    central = Central(args, report)
+    code = 0
+    try:
+        await asyncio.wait_for(central.run(), args.timeout)
+        out = {"result": "ok", **report}
+    except StageError as error:
+        code = error.code
+        out = {"result": "error", "stage": error.stage, "error": str(error), "att_error": error.att_error, **report}
+    except asyncio.TimeoutError:
+        code = EXIT_CODES.get(central.stage, 1)
+        out = {"result": "error", "stage": central.stage, "error": f"timeout after {args.timeout} s",
+               "att_error": None, **report}
+    except Exception as error:  # noqa: BLE001
+        code = 1
+        out = {"result": "error", "stage": central.stage, "error": f"{type(error).__name__}: {error}",
+               "att_error": None, **report}
+    print(json.dumps(out), flush=True)
+    return code
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
