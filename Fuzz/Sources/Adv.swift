@@ -44,7 +44,7 @@ func fuzzAdvertising(_ data: [UInt8]) {
     let host = HCIHost(transport: transport)
     let central: Central
     do {
-        central = Central(host: host, info: try host.initialize())
+        central = Central(host: host, info: try host.initialise())
         try central.startScan()
     } catch {
         require(false, "scan did not start: \(error)")
