@@ -60,6 +60,8 @@ let package = Package(
         .target(name: "Attled", dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLESMP"], swiftSettings: strict),
         // The LED lamps on the facade: Link.resolveLED/setColour/readColour, DeviceFilter.led.
         .target(name: "AttledLED", dependencies: ["Attled", "LEDProfile"], swiftSettings: strict),
+        // attled as the device: the boards as data, the GATT JSON, the LED a server plays.
+        .target(name: "AttledServe", dependencies: ["Attled", "AttledJSON", "BLEGATTServer", "LEDProfile"], swiftSettings: strict),
         // Argument parsing and the jobs the CLI runs.
         // Linux's epoll header (the event loop's descriptor set, in BLETransport).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
@@ -85,7 +87,7 @@ let package = Package(
         // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
         .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "BLEMQTT"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT", "AttledGateway", "BLEGATTServer"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT", "AttledGateway", "BLEGATTServer", "AttledServe"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):
