@@ -5,6 +5,19 @@ import BLEWire
 import BLETransport
 import BLESMP
 
+/// The role this side played when the bond was made.
+public enum BondRole: String, Hashable, Sendable {
+    /// We were the central (`attled` connecting to a device): the key is the
+    /// one the device distributed (legacy) or derived (LE Secure
+    /// Connections), used with LE Enable Encryption.
+    case central
+    /// We were the peripheral (`attled serve`): the key is the one we
+    /// distributed with its EDIV and Rand (legacy) or derived (LE Secure
+    /// Connections: EDIV and Rand 0), given to our controller in answer to
+    /// LE Long Term Key Request; the peer is the client.
+    case peripheral
+}
+
 /// A stored bond: what pairing left behind for one peer, to encrypt later
 /// links without pairing again. Printing it never shows a key.
 public struct Bond: Hashable, Sendable, CustomStringConvertible {
@@ -17,10 +30,12 @@ public struct Bond: Hashable, Sendable, CustomStringConvertible {
     public var irk: SMPSecret?
     /// The address the peer last connected from.
     public var lastAddress: DeviceAddress
+    /// The role we played (central by default); the two kinds are filed apart.
+    public var role: BondRole
 
-    /// A bond for `identity`.
-    public init(identity: DeviceAddress, longTermKey: LongTermKey, irk: SMPSecret?, lastAddress: DeviceAddress) {
-        self.identity = identity; self.longTermKey = longTermKey; self.irk = irk; self.lastAddress = lastAddress
+    /// A bond for `identity`, made as `role`.
+    public init(identity: DeviceAddress, longTermKey: LongTermKey, irk: SMPSecret?, lastAddress: DeviceAddress, role: BondRole = .central) {
+        self.identity = identity; self.longTermKey = longTermKey; self.irk = irk; self.lastAddress = lastAddress; self.role = role
     }
 
     public var description: String {
@@ -28,6 +43,7 @@ public struct Bond: Hashable, Sendable, CustomStringConvertible {
                      longTermKey.authenticated ? "authenticated" : "unauthenticated (Just Works)", "key size \(longTermKey.keySize)"]
         if irk != nil { parts.append("IRK") }
         if lastAddress != identity { parts.append("last seen as \(lastAddress)") }
+        if role == .peripheral { parts.append("a client of ours") }
         return parts.joined(separator: ", ")
     }
 
@@ -44,7 +60,9 @@ public struct Bond: Hashable, Sendable, CustomStringConvertible {
 
 /// Bonds kept on disk, one file per peer identity, under a directory of mode
 /// 0700; each file is mode 0600 and written atomically (a temporary file,
-/// fsync, rename). Keys are stored as hex because the file is the only place
+/// fsync, rename). The central's bonds are `bond-ADDRESS-TYPE`, the
+/// peripheral's (`attled serve`'s clients) `client-ADDRESS-TYPE`, side by
+/// side; every lookup names the role (central by default). Keys are stored as hex because the file is the only place
 /// they live; nothing else ever prints them.
 ///
 /// Default directory: `$XDG_STATE_HOME/attled/`, as root `/var/lib/attled/`,
@@ -64,31 +82,33 @@ public struct BondStore: Sendable {
         return "/tmp/attled-state-\(getuid())"
     }
 
-    func path(_ identity: DeviceAddress) -> String {
-        directory + "/bond-" + identity.address.description.split(separator: ":").joined(separator: "-") + "-" + (identity.type.isRandom ? "random" : "public")
+    func path(_ identity: DeviceAddress, role: BondRole = .central) -> String {
+        directory + (role == .central ? "/bond-" : "/client-") + identity.address.description.split(separator: ":").joined(separator: "-") + "-" + (identity.type.isRandom ? "random" : "public")
     }
 
-    /// Every bond in the store, in file name order; damaged files are skipped.
-    public func all() -> [Bond] {
+    /// Every bond made as `role` in the store, in file name order; damaged files are skipped.
+    public func all(role: BondRole = .central) -> [Bond] {
+        let prefix = role == .central ? "bond-" : "client-"
         guard let d = opendir(directory) else { return [] }
         defer { closedir(d) }
         var names: [String] = []
         while let e = readdir(d) {
             let name = withUnsafeBytes(of: e.pointee.d_name) { raw in String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name.hasPrefix("bond-") && !name.contains(".tmp") { names.append(name) }  // not local-irk
+            if name.hasPrefix(prefix) && !name.contains(".tmp") { names.append(name) }  // not local-irk
         }
-        return names.sorted().compactMap { load(path: directory + "/" + $0) }
+        return names.sorted().compactMap { load(path: directory + "/" + $0) }.filter { $0.role == role }
     }
 
     /// The bond for the peer at `address`, however the device shows up: filed
     /// under that identity address; else a bond whose peer paired from (or was
     /// last seen at) that address, as when a device advertises from a static
     /// random address but distributed its public address as identity; else
-    /// one whose IRK resolves a resolvable private address.
-    public func bond(for address: DeviceAddress) -> Bond? {
+    /// one whose IRK resolves a resolvable private address. Only bonds made
+    /// as `role`.
+    public func bond(for address: DeviceAddress, role: BondRole = .central) -> Bond? {
         // Filed under this identity (the file name is the identity address and its type).
-        if let b = load(path: path(address)) { return b }
-        let all = all()
+        if let b = load(path: path(address, role: role)), b.role == role { return b }
+        let all = all(role: role)
         if let b = all.first(where: { $0.lastAddress.address == address.address && $0.lastAddress.type.isRandom == address.type.isRandom }) { return b }
         return all.first { $0.matches(address) }
     }
@@ -102,15 +122,17 @@ public struct BondStore: Sendable {
                      "address \(b.lastAddress.address) \(b.lastAddress.type.isRandom ? "random" : "public")",
                      "ltk \(b.longTermKey.key.revealedHex) \(b.longTermKey.ediv) \(b.longTermKey.rand) \(b.longTermKey.secureConnections ? 1 : 0) \(b.longTermKey.authenticated ? 1 : 0) \(b.longTermKey.keySize)"]
         if let irk = b.irk { lines.append("irk \(irk.revealedHex)") }
-        try writeAtomically(path(b.identity), Array((lines.joined(separator: "\n") + "\n").utf8))
+        if b.role == .peripheral { lines.append("role peripheral") }
+        try writeAtomically(path(b.identity, role: b.role), Array((lines.joined(separator: "\n") + "\n").utf8))
     }
 
-    /// Removes the bond of the peer at `address` (identity or resolved private address).
+    /// Removes the bond made as `role` of the peer at `address` (identity or
+    /// resolved private address).
     /// - Returns: the bond removed, nil when there was none.
     @discardableResult
-    public func remove(_ address: DeviceAddress) -> Bond? {
-        guard let b = bond(for: address) else { return nil }
-        unlink(path(b.identity))
+    public func remove(_ address: DeviceAddress, role: BondRole = .central) -> Bond? {
+        guard let b = bond(for: address, role: role) else { return nil }
+        unlink(path(b.identity, role: role))
         return b
     }
 
@@ -159,7 +181,7 @@ public struct BondStore: Sendable {
 
     func load(path p: String) -> Bond? {
         guard let raw = SystemIO.readFile(p, limit: 4096) else { return nil }
-        var identity: DeviceAddress?, last: DeviceAddress?, ltk: LongTermKey?, irk: SMPSecret?
+        var identity: DeviceAddress?, last: DeviceAddress?, ltk: LongTermKey?, irk: SMPSecret?, role = BondRole.central
         let lines = String(decoding: raw, as: UTF8.self).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         guard lines.first == ["attled-bond", "1"] else { return nil }
         func address(_ f: [String]) -> DeviceAddress? {
@@ -178,11 +200,12 @@ public struct BondStore: Sendable {
                 guard let k = key(f[1]), let ediv = UInt16(f[2]), let rand = UInt64(f[3]), let size = Int(f[6]), (7...16).contains(size) else { return nil }
                 ltk = LongTermKey(key: k, ediv: ediv, rand: rand, secureConnections: f[4] == "1", authenticated: f[5] == "1", keySize: size)
             case "irk" where f.count == 2: irk = key(f[1])
+            case "role" where f == ["role", "peripheral"]: role = .peripheral
             default: return nil
             }
         }
         guard let id = identity, let k = ltk else { return nil }
-        return Bond(identity: id, longTermKey: k, irk: irk, lastAddress: last ?? id)
+        return Bond(identity: id, longTermKey: k, irk: irk, lastAddress: last ?? id, role: role)
     }
 
     func makeDirectory() throws(BondStoreError) {

@@ -183,6 +183,9 @@ public final class Link {
     public let gatt: GATTClient
     /// Pairing and encryption (the Security Manager, as central).
     public let security: LinkSecurity
+    /// The Security Manager as peripheral, once `PeripheralSecurity.attach`
+    /// has taken SMP over (an incoming connection, `attled serve`).
+    public internal(set) var peripheralSecurity: PeripheralSecurity?
     /// Called once when the link goes down, with the reason (nil: closed locally).
     public var onDisconnect: ((HCIStatus?) -> Void)?
 
@@ -215,6 +218,7 @@ public final class Link {
         guard !hasEnded else { return }
         hasEnded = true
         security.linkClosed()
+        peripheralSecurity?.linkClosed()
         bearer.close(.disconnected(reason: reason))
         l2cap.close(reason: reason)
         stack.forget(self)

@@ -49,7 +49,7 @@ public struct SMPInitiator {
     private var keyPair: P256KeyPair?
     private var peerPublicKey: [UInt8] = []
     private var dhKey: [UInt8] = []
-    private var macKey: [UInt8] = []
+    private var expectedEb: [UInt8] = []
 
     // Both methods: our random (Na / Mrand), the peer's confirm (Cb / Sconfirm).
     private var localRandom: [UInt8] = []
@@ -57,11 +57,11 @@ public struct SMPInitiator {
     private var linkKey: LongTermKey?
 
     // Key distribution.
-    private var expectedPeerPDUs: [SMPCode] = []
+    private var peerKeys: SMPKeys.Collector?
     private var earlyPDUs: [[UInt8]] = []
     private var result = PairingResult(secureConnections: false, bonded: false, encryptionKeySize: 16)
-    private var pendingLTK: SMPSecret?
-    private var pendingIRK: SMPSecret?
+    /// Nonces and key pairs (OpenSSL; tests inject the specification's).
+    var randomness = SMPRandomness.system
 
     /// An idle pairing of the link from `initiator` (us) to `responder`, to be
     /// begun with `start()`. Its Pairing Request (3.5.1): NoInputNoOutput, no OOB,
@@ -118,12 +118,10 @@ public struct SMPInitiator {
         phase = .awaitingPeerKeys
         // Secure Connections never distributes the LTK (3.6.1); LinkKey has no LE PDU.
         guard let negotiated = response else { return fail(.unspecifiedReason, "no Pairing Response") }
-        let peer = negotiated.responderKeyDistribution
-        if peer.contains(.encKey) && !secureConnections { expectedPeerPDUs += [.encryptionInformation, .centralIdentification] }
-        if peer.contains(.idKey) { expectedPeerPDUs += [.identityInformation, .identityAddressInformation] }
-        if peer.contains(.signKey) { expectedPeerPDUs.append(.signingInformation) }
+        let collector = SMPKeys.Collector(keys: negotiated.responderKeyDistribution, secureConnections: secureConnections, keySize: keySize)
+        peerKeys = collector
         var actions: [SMPAction] = []
-        if expectedPeerPDUs.isEmpty { return distributeAndComplete() }
+        if collector.isDone { return distributeAndComplete() }
         let early = earlyPDUs
         earlyPDUs = []
         for pdu in early where phase == .awaitingPeerKeys { actions += receive(pdu) }
@@ -174,7 +172,7 @@ public struct SMPInitiator {
             return secureConnections ? scRandomReceived(r) : legacyRandomReceived(r)
         case let (.awaitingDHKeyCheck, .pairingDHKeyCheck(eb)):
             return dhKeyCheckReceived(eb)
-        case (.awaitingEncryption, _) where Self.isKeyDistribution(pdu.code):
+        case (.awaitingEncryption, _) where SMPKeys.isKeyDistribution(pdu.code):
             // The peer's keys can overtake the Encryption Change event; keep them until it comes.
             guard earlyPDUs.count < 5 else { return fail(.unspecifiedReason, "too many PDUs before encryption") }
             earlyPDUs.append(bytes)
@@ -189,9 +187,7 @@ public struct SMPInitiator {
     // MARK: Pairing Feature Exchange (2.3.5.1)
 
     private mutating func negotiate(_ p: PairingParameters) -> [SMPAction] {
-        if p.ioCapability.isReserved { return fail(.invalidParameters, "reserved IO capability \(p.ioCapability)") }
-        if p.oobDataFlag.rawValue > 1 { return fail(.invalidParameters, "reserved OOB data flag") }
-        if p.maxEncryptionKeySize > 16 { return fail(.invalidParameters, "maximum key size \(p.maxEncryptionKeySize)") }
+        if let problem = p.reservedValueProblem() { return fail(.invalidParameters, problem) }
         let size = min(request.maxEncryptionKeySize, p.maxEncryptionKeySize)
         if size < max(7, configuration.minEncryptionKeySize) { return fail(.encryptionKeySize, "key size \(size) is too small") }
         if !request.initiatorKeyDistribution.isSuperset(of: p.initiatorKeyDistribution)
@@ -208,7 +204,7 @@ public struct SMPInitiator {
         if secureConnections && p.oobDataFlag == .present { return fail(.oobNotAvailable, "the peer asks for OOB data we never gave") }
         if secureConnections {
             do {
-                keyPair = try P256KeyPair()
+                keyPair = try randomness.keyPair()
             } catch {
                 return fail(.unspecifiedReason, "\(error)")
             }
@@ -221,7 +217,7 @@ public struct SMPInitiator {
         guard let mrand = random(16) else { return fail(.unspecifiedReason, "no random number") }
         localRandom = mrand
         do {
-            let mconfirm = try SMPCrypto.c1(k: Self.zero16, r: mrand, preq: preq, pres: pres, initiator: initiator, responder: responder)
+            let mconfirm = try LegacyJustWorks.confirm(mrand, preq: preq, pres: pres, initiator: initiator, responder: responder)
             phase = .awaitingConfirm
             return [.send(SMPPDU.pairingConfirm(mconfirm).encoded)]
         } catch {
@@ -251,36 +247,26 @@ public struct SMPInitiator {
     }
 
     private mutating func scRandomReceived(_ nb: [UInt8]) -> [SMPAction] {
-        guard let ours = keyPair else { return fail(.unspecifiedReason, "no key pair") }
-        let na = localRandom
+        guard let ours = keyPair, let negotiated = response else { return fail(.unspecifiedReason, "no key pair") }
         do {
             // Cb = f4(PKbx, PKax, Nb, 0) (2.3.5.6.2).
             let cb = try SMPCrypto.f4(u: Array(peerPublicKey.prefix(32)), v: ours.x, x: nb, z: 0)
             guard SMPCrypto.constantTimeEqual(cb, peerConfirm) else { return fail(.confirmValueFailed, "Cb does not match Nb") }
-            // MacKey || LTK = f5(DHKey, Na, Nb, A, B); Ea = f6(MacKey, Na, Nb, rb, IOcapA, A, B) (2.3.5.6.5).
-            let keys = try SMPCrypto.f5(w: dhKey, n1: na, n2: nb, a1: initiator, a2: responder)
-            macKey = keys.macKey
-            linkKey = LongTermKey(key: SMPSecret(SMPCrypto.masked(keys.ltk, size: keySize)), secureConnections: true, keySize: keySize)
-            let ea = try SMPCrypto.f6(w: macKey, n1: na, n2: nb, r: Self.zero16, ioCap: request.ioCap, a1: initiator, a2: responder)
-            peerConfirm = nb // keep Nb for Eb
+            // f5 and f6 (2.3.5.6.5): we send Ea and check Eb.
+            let keys = try SecureConnectionsKeys(dhKey: dhKey, na: localRandom, nb: nb, initiator: initiator, responder: responder,
+                                                 ioCapA: request.ioCap, ioCapB: negotiated.ioCap, keySize: keySize)
+            linkKey = keys.ltk
+            expectedEb = keys.eb
             phase = .awaitingDHKeyCheck
-            return [.send(SMPPDU.pairingDHKeyCheck(ea).encoded)]
+            return [.send(SMPPDU.pairingDHKeyCheck(keys.ea).encoded)]
         } catch {
             return fail(.unspecifiedReason, "\(error)")
         }
     }
 
     private mutating func dhKeyCheckReceived(_ eb: [UInt8]) -> [SMPAction] {
-        guard let negotiated = response, let key = linkKey else { return fail(.unspecifiedReason, "no keys") }
-        let nb = peerConfirm
-        do {
-            // Eb = f6(MacKey, Nb, Na, ra, IOcapB, B, A).
-            let expected = try SMPCrypto.f6(w: macKey, n1: nb, n2: localRandom, r: Self.zero16, ioCap: negotiated.ioCap,
-                                            a1: responder, a2: initiator)
-            guard SMPCrypto.constantTimeEqual(expected, eb) else { return fail(.dhKeyCheckFailed, "Eb does not match") }
-        } catch {
-            return fail(.unspecifiedReason, "\(error)")
-        }
+        guard let key = linkKey else { return fail(.unspecifiedReason, "no keys") }
+        guard SMPCrypto.constantTimeEqual(expectedEb, eb) else { return fail(.dhKeyCheckFailed, "Eb does not match") }
         result.longTermKey = key
         phase = .awaitingEncryption
         return [.startEncryption(key)]
@@ -290,11 +276,10 @@ public struct SMPInitiator {
 
     private mutating func legacyRandomReceived(_ srand: [UInt8]) -> [SMPAction] {
         do {
-            let sconfirm = try SMPCrypto.c1(k: Self.zero16, r: srand, preq: preq, pres: pres, initiator: initiator, responder: responder)
+            let sconfirm = try LegacyJustWorks.confirm(srand, preq: preq, pres: pres, initiator: initiator, responder: responder)
             guard SMPCrypto.constantTimeEqual(sconfirm, peerConfirm) else { return fail(.confirmValueFailed, "Sconfirm does not match Srand") }
             // STK = s1(TK, Srand, Mrand), masked to the key size; EDIV and Rand are zero.
-            let stk = try SMPCrypto.s1(k: Self.zero16, r1: srand, r2: localRandom)
-            let key = LongTermKey(key: SMPSecret(SMPCrypto.masked(stk, size: keySize)), secureConnections: false, keySize: keySize)
+            let key = try LegacyJustWorks.stk(srand: srand, mrand: localRandom, keySize: keySize)
             phase = .awaitingEncryption
             return [.startEncryption(key)]
         } catch {
@@ -304,37 +289,18 @@ public struct SMPInitiator {
 
     // MARK: Transport Specific Key Distribution (3.6)
 
-    static func isKeyDistribution(_ code: SMPCode) -> Bool {
-        [.encryptionInformation, .centralIdentification, .identityInformation, .identityAddressInformation, .signingInformation].contains(code)
-    }
-
     private mutating func keyReceived(_ pdu: SMPPDU) -> [SMPAction] {
-        guard let next = expectedPeerPDUs.first, pdu.code == next else {
-            return fail(.unspecifiedReason, "unexpected \(pdu.code.name) during key distribution")
-        }
-        expectedPeerPDUs.removeFirst()
-        switch pdu {
-        case let .encryptionInformation(ltk): pendingLTK = ltk
-        case let .centralIdentification(ediv, rand):
-            guard let ltk = pendingLTK else { return fail(.unspecifiedReason, "Central Identification without an LTK") }
-            result.longTermKey = LongTermKey(key: ltk, ediv: ediv, rand: rand, secureConnections: false, keySize: keySize)
-        case let .identityInformation(irk): pendingIRK = irk
-        case let .identityAddressInformation(type, address):
-            guard type <= 1, let irk = pendingIRK else { return fail(.invalidParameters, "identity address type 0x\(Hex.int(type, width: 2))") }
-            result.peerIdentity = PeerIdentity(irk: irk, address: DeviceAddress(address, type == 0 ? .public : .random))
-        case let .signingInformation(csrk): result.peerCSRK = csrk
-        default: break
-        }
-        return expectedPeerPDUs.isEmpty ? distributeAndComplete() : []
+        guard var collector = peerKeys else { return fail(.unspecifiedReason, "no key distribution") }
+        if case let (reason, detail)? = collector.receive(pdu, into: &result) { return fail(reason, detail) }
+        peerKeys = collector
+        return collector.isDone ? distributeAndComplete() : []
     }
 
     /// The responder has distributed its keys; now ours (3.6.1), then done.
     private mutating func distributeAndComplete() -> [SMPAction] {
         var actions: [SMPAction] = []
         if let negotiated = response, negotiated.initiatorKeyDistribution.contains(.idKey), let id = configuration.localIdentity {
-            actions.append(.send(SMPPDU.identityInformation(irk: id.irk).encoded))
-            let type: UInt8 = id.address.type.isRandom ? 1 : 0
-            actions.append(.send(SMPPDU.identityAddressInformation(type: type, address: id.address.address).encoded))
+            actions += SMPKeys.pdus(ltk: nil, identity: id).map { .send($0) }
             result.sentIdentity = id
         }
         phase = .complete
@@ -362,17 +328,14 @@ public struct SMPInitiator {
     private mutating func wipe() {
         keyPair = nil
         dhKey = []
-        macKey = []
+        expectedEb = []
         localRandom = []
-        pendingLTK = nil
-        pendingIRK = nil
+        peerKeys = nil
         earlyPDUs = []
         if phase == .failed { result = PairingResult(secureConnections: false, bonded: false, encryptionKeySize: 16) }
     }
 
-    private func random(_ n: Int) -> [UInt8]? { try? SMPCrypto.random(n) }
-
-    static let zero16 = [UInt8](repeating: 0, count: 16)
+    private func random(_ n: Int) -> [UInt8]? { randomness.random(n) }
 }
 
 // MARK: - Security Request (2.4.6)
