@@ -101,6 +101,8 @@ public final class PeripheralSecurity {
     public var hasBond: Bool { bond != nil }
     /// A pairing (or a Security Request) is in progress.
     public var isPairing: Bool { smp?.isActive == true }
+    /// SMP's timer (Core Vol 3 Part H 3.4: 30 s; shorter only in tests).
+    public var timeoutMs = SMPResponder.timeoutMs
 
     private unowned let host: HCIHost
     private unowned let l2cap: L2CAPLink
@@ -113,14 +115,20 @@ public final class PeripheralSecurity {
 
     /// Takes over SMP on `link` (an incoming connection, we the peripheral)
     /// and answers its LTK requests. `local` is the address we advertised
-    /// and were connected at (default: the controller's own).
+    /// and were connected at (default: the controller's own). Without an
+    /// identity in `options`, the store's (`BondStore.localIdentity`, the
+    /// IRK the central role distributes too) is offered when `local` can be
+    /// an identity address. A second call returns the first one's.
     /// - Returns: the link's peripheral security (also `link.peripheralSecurity`).
     @discardableResult
     public static func attach(to link: Link, store: BondStore?, options: PeripheralSecurityOptions = PeripheralSecurityOptions(),
                               local: DeviceAddress? = nil) -> PeripheralSecurity {
         if let p = link.peripheralSecurity { return p }
+        let address = local ?? link.stack.info.ownAddress
+        var options = options
+        if options.identity == nil, let id = store?.localIdentity(address: address) { options.identity = id }
         let p = PeripheralSecurity(host: link.stack.host, l2cap: link.l2cap, central: link.peer,
-                                   local: local ?? link.stack.info.ownAddress, store: store, options: options)
+                                   local: address, store: store, options: options)
         link.peripheralSecurity = p
         return p
     }
@@ -232,7 +240,7 @@ public final class PeripheralSecurity {
 
     private func restartTimer() {
         stopTimer()
-        timer = host.schedule(afterMs: SMPResponder.timeoutMs) { [weak self] in
+        timer = host.schedule(afterMs: timeoutMs) { [weak self] in
             guard let self, var s = self.smp else { return }
             self.timer = nil
             let actions = s.timeout()

@@ -122,6 +122,34 @@ struct PeripheralSecurityTests {
         p.f.verifyScriptDone()
     }
 
+    @Test("SMP's timer: a central that stops answering fails the pairing; then no SMP on the link (3.4)")
+    func timeout() throws {
+        let p = Peripheral(store: nil)
+        p.security.timeoutMs = 50
+        p.f.ctl.expect(ACL.out(cid: CID.smp, hex("02 03 00 09 10 02 01")))
+        p.f.ctl.deliver(ACL.in(cid: CID.smp, hex("01 03 00 09 10 02 03")))
+        _ = try p.f.host.pump(until: Instant.now().adding(ms: 1000)) { !p.events.isEmpty }
+        #expect(p.events == [.failed(.timeout)] && !p.security.isPairing)
+        p.f.ctl.deliver(ACL.in(cid: CID.smp, hex("01 03 00 09 10 02 03")))
+        try p.f.drain()
+        #expect(!p.security.sendSecurityRequest())
+        p.f.verifyScriptDone()
+    }
+
+    @Test("a Security Request answered by a bonded central's encryption: encrypted with the bond, the wait over")
+    func securityRequestThenBond() throws {
+        let b = Bond(identity: clientAddress, longTermKey: scKey, irk: nil, lastAddress: clientAddress, role: .peripheral)
+        let p = Peripheral(store: try store(with: b))
+        p.f.ctl.expect(ACL.out(cid: CID.smp, hex("0b 09")))
+        #expect(p.security.sendSecurityRequest() && p.security.isPairing)
+        p.f.ctl.expect(reply(scKey), reply: [Ev.complete(.leLongTermKeyRequestReply, [0, 1, 0]), encryptionOn])
+        p.f.ctl.deliver(ltkRequest(ediv: 0, rand: 0))
+        try p.f.drain()
+        p.f.verifyScriptDone()
+        #expect(p.events == [.encrypted(bond: b)] && p.security.isEncrypted && !p.security.isPairing)
+        #expect(!p.security.sendSecurityRequest(), "already encrypted")
+    }
+
     @Test("a whole pairing against attled's initiator: LTK Request answered with the new key, keys exchanged, the bond stored 0600 and found again",
           arguments: [true, false])
     func pairsAndBonds(sc: Bool) throws {
