@@ -188,9 +188,11 @@ for cap in CAPTURES:
 # SMP: no capture pairs, so the seeds are written by hand (smp_seeds.py).
 import sys  # noqa: E402
 sys.path.insert(0, str(HERE))
-from smp_seeds import smp_seeds  # noqa: E402
+from smp_seeds import smp_responder_seeds, smp_seeds  # noqa: E402
 for s in smp_seeds():
     seed("smp", s)
+for s in smp_responder_seeds():
+    seed("smp-responder", s)
 
 for harness, files in sorted(seeds.items()):
     d = CORPUS / harness

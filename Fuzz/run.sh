@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 out="$here/.build"
 SWIFTC=${SWIFTC:-swiftc}
-HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp json ha-command)
+HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp smp-responder json ha-command)
 # Module, then the modules it imports, in an order that builds dependencies first.
 MODULES=(
   "BLEWire"

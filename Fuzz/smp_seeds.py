@@ -44,6 +44,30 @@ def smp_seeds() -> list[bytes]:
     return out
 
 
+def smp_responder_seeds() -> list[bytes]:
+    """Seeds for the smp-responder harness (format at the top of Fuzz/Sources/SMPResponder.swift)."""
+    req_sc, req_legacy = "01 03 00 09 10 03 03", "01 03 00 01 10 03 03"
+    out = []
+    # raw: a request of each kind, a Security Request first, odd requests, stray PDUs.
+    for mode in (0x00, 0x04, 0x08, 0x10, 0x20):
+        out.append(bytes([mode]) + rec(0, req_sc))
+        out.append(bytes([mode]) + rec(0, req_legacy) + rec(0, "03" + " 11" * 16) + rec(0, "04" + " 22" * 16))
+    out.append(b"\x00" + rec(4, "") + rec(0, req_sc) + rec(0, "0c" + " 00" * 64) + rec(2, ""))
+    out.append(b"\x00" + rec(4, "") + rec(1, "00") + rec(0, req_legacy) + rec(3, "08"))
+    for p in ("01 05 00 09 10 03 03", "01 03 02 09 11 03 03", "01 03 01 2d 06 0f 0f", "02 03 00 09 10 03 03",
+              "0b 09", "05 05", "06" + " 33" * 16, "0d" + " 66" * 16, "42"):
+        out.append(b"\x00" + rec(0, p))
+    # peer: attled's initiator, Secure Connections and legacy, with and without our identity, SC Only, no bonding.
+    for mode in (0x01, 0x03, 0x11, 0x13, 0x09, 0x0B, 0x21, 0x15):
+        out.append(bytes([mode]))
+    # peer, tampered: a flipped check value, keys before the last PDU, a replaced request.
+    out.append(b"\x01" + rec(0, "") + rec(0, "") + rec(0, "") + rec(2, "01 02"))
+    out.append(b"\x01" + rec(0, "") + rec(2, "40"))
+    out.append(b"\x03" + rec(0, "") + rec(0, "") + rec(3, "08" + " 44" * 16))
+    out.append(b"\x13" + rec(1, req_sc))
+    return out
+
+
 if __name__ == "__main__":
     d = Path(__file__).resolve().parent / "corpus" / "smp"
     d.mkdir(parents=True, exist_ok=True)
@@ -52,3 +76,10 @@ if __name__ == "__main__":
     for s in smp_seeds():
         (d / hashlib.sha1(s).hexdigest()[:16]).write_bytes(s)
     print(f"smp {len(list(d.iterdir()))} seeds")
+    d = Path(__file__).resolve().parent / "corpus" / "smp-responder"
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.iterdir():
+        old.unlink()
+    for s in smp_responder_seeds():
+        (d / hashlib.sha1(s).hexdigest()[:16]).write_bytes(s)
+    print(f"smp-responder {len(list(d.iterdir()))} seeds")

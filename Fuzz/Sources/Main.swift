@@ -18,6 +18,7 @@ nonisolated(unsafe) let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
     ("cli", fuzzCLI),
     ("transport-spec", fuzzTransportSpec),
     ("smp", fuzzSMP),
+    ("smp-responder", fuzzSMPResponder),
     ("json", fuzzJSON),
     ("ha-command", fuzzHACommand),
 ]
