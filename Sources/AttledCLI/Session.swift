@@ -98,6 +98,7 @@ final class Session {
             case .listen where opts.isGeneric: try GATTTool(self).run()
             case .set, .get, .send, .listen: try TargetRunner(self).run()
             case .ui: try UIApp(session: self).run()
+
             default: break
             }
         } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SIGINT {

@@ -41,7 +41,8 @@ public protocol HCIFieldWalker {
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws
     /// A one-octet code, printed by its description.
     mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws
-    /// Connection_Handle: 12 bits (the upper four are masked off when read), `Handle: N`.
+    /// An event's Connection_Handle: 12 bits (the upper four, reserved, are masked off when read), `Handle: N`.
+    /// Commands carry theirs as a plain 16-bit field (what is sent is what decodes).
     mutating func handle(_ v: inout UInt16) throws
     /// A BD_ADDR (6 octets, least significant first).
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) throws
