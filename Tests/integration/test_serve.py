@@ -49,6 +49,7 @@ def stop(s: Running) -> str:
 BOARD_OPS = {"pycom": "request", "particle": "command"}
 
 
+@pytest.mark.controllers
 @pytest.mark.parametrize("board", ["pycom", "particle"])
 def test_bumble_central_sets_and_reads_back_each_rgb_board(world, board):
     w = world(hosts=["tcp", "tcp"])
@@ -62,6 +63,7 @@ def test_bumble_central_sets_and_reads_back_each_rgb_board(world, board):
     assert "serve connected" in text and "serve disconnected" in text
 
 
+@pytest.mark.controllers
 def test_bumble_central_subscribes_to_the_harness(world):
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", "harness", "--name", "Harness")
@@ -89,6 +91,7 @@ def test_database_hash_is_bumbles(world, board):
     stop(s)
 
 
+@pytest.mark.controllers
 @pytest.mark.parametrize("board", ["pycom", "particle"])
 def test_attled_central_drives_attled_serve(world, board):
     w = world(hosts=["tcp", "tcp"])
@@ -173,3 +176,37 @@ def test_serve_gatt_file_errors_say_what_and_where(tmp_path):
     assert 'services[0].uuid: "zz" is not a UUID' in r.stderr
     r = run_attled(["serve", "--gatt", str(tmp_path / "missing.json"), "-i", "tcp:127.0.0.1:1"])
     assert r.returncode == 64 and "cannot read it" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("board", ["pycom", "particle", "harness"])
+def test_bumble_central_needs_the_same_round_trips_as_against_bumbles_own_board(world, board):
+    """The same job (set or send, read back) against attled serve and against the
+    Bumble test peer playing the same board: the same ATT requests, one by one."""
+    w = world(devices=[f"Peer:{board}"], hosts=["tcp", "tcp"])
+    job = ["--command", "1,0"] if board == "harness" else ["--rgb", "1,2,3", "--read-back"]
+    code, peer = bumble(w, 0, "--name", "Peer", *job)
+    assert code == 0, peer
+    s = serve(w, "--profile", board, "--name", "Served", host=1)
+    code, served = bumble(w, 0, "--name", "Served", *job)
+    assert code == 0, served
+    assert served["att_round_trips"] == peer["att_round_trips"], (served["att_round_trips"], peer["att_round_trips"])
+    assert served["att_requests_by_opcode"] == peer["att_requests_by_opcode"]
+    stop(s)
+
+
+@pytest.mark.parametrize("mtu", [23, 517])
+def test_long_read_throughput(world, tmp_path, mtu):
+    """A 512-byte value read in full: Read and Read Blobs at ATT_MTU 23 (23 round
+    trips), one Read at 517."""
+    db = tmp_path / "long.json"
+    db.write_text(json.dumps({"services": [{"uuid": "fff0", "characteristics": [
+        {"uuid": "fff1", "properties": ["read"], "value": "ab" * 512, "descriptors": []}]}]}))
+    w = world(hosts=["tcp", "tcp"])
+    s = serve(w, "--gatt", str(db), "--name", "Long")
+    code, out = bumble(w, 1, "--name", "Long", "--mtu", str(mtu), "--throughput", "fff1")
+    assert code == 0, out
+    t = out["throughput"]
+    assert t["bytes"] == 512 and t["mtu"] == mtu
+    assert t["round_trips"] == (1 if mtu == 517 else 1 + -(-(512 - 22) // 22)), t
+    print(f"long read at MTU {mtu}: {t}")
+    stop(s)
