@@ -59,7 +59,7 @@ enum ServeRun {
         do { try stack.host.wait(runner.start(), until: Instant.now().adding(ms: 5000)) } catch {
             throw RunError("could not start advertising: \(error)", .failure)
         }
-        s.report.done("\(c.name)\(c.advertisedUUIDs.isEmpty ? "" : " with " + c.advertisedUUIDs.map(\.description).joined(separator: ", ")), \(c.database.attributes.count) attributes\(runner.led.map { ", the \($0.led.profile.name) LED" } ?? "")")
+        s.report.done("\(c.name) at \(stack.info.ownAddress)\(c.advertisedUUIDs.isEmpty ? "" : " with " + c.advertisedUUIDs.map(\.description).joined(separator: ", ")), \(c.database.attributes.count) attributes\(runner.led.map { ", the \($0.led.profile.name) LED" } ?? "")")
         s.report.begin(.serve)
         do {
             try runner.run()
@@ -89,7 +89,9 @@ enum ServeRun {
     static func jsonFields(_ e: ServeRunner.Event, profile: String?) -> [(String, JSONValue)] {
         func peer(_ p: DeviceAddress) -> [(String, JSONValue)] { [("peer", .string(p.address.description)), ("peer_type", .string(p.type.description))] }
         switch e {
-        case let .advertising(n, u): return [("event", "advertising"), ("name", .string(n)), ("uuids", .array(u.map { .string($0.description) }))]
+        case let .advertising(n, u, a):
+            return [("event", "advertising"), ("name", .string(n)), ("uuids", .array(u.map { .string($0.description) })),
+                    ("address", .string(a.address.description)), ("address_type", .string(a.type.description))]
         case let .advertisingRefused(err): return [("event", "advertising_refused"), ("error", .string("\(err)"))]
         case let .connected(p): return [("event", "connected")] + peer(p)
         case let .disconnected(p, r): return [("event", "disconnected")] + peer(p) + [("reason", r.map { .int(Int64($0.rawValue)) } ?? .null)]

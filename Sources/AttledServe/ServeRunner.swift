@@ -42,8 +42,8 @@ public final class ServeRunner {
     public let led: ServedLED?
 
     public enum Event {
-        /// Advertising started (again).
-        case advertising(name: String, uuids: [BluetoothUUID])
+        /// Advertising started (again), from our address.
+        case advertising(name: String, uuids: [BluetoothUUID], address: DeviceAddress)
         /// The controller refused to advertise again (tried at the next disconnection).
         case advertisingRefused(any Error)
         case connected(DeviceAddress)
@@ -100,7 +100,7 @@ public final class ServeRunner {
             switch e {
             case let .connected(c): self.connected(c)
             case .disconnected: break  // the link's own end (Link.onDisconnect) detaches its session
-            case .advertising: self.emit(.advertising(name: self.config.name, uuids: self.config.advertisedUUIDs))
+            case .advertising: self.emit(.advertising(name: self.config.name, uuids: self.config.advertisedUUIDs, address: self.stack.info.ownAddress))
             case let .restartRefused(err): self.emit(.advertisingRefused(err))
             }
         }
