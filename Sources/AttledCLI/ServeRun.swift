@@ -37,6 +37,7 @@ enum ServeRun {
             }
         }
         var c = ServeConfig(database: db, name: name ?? "attled", advertiseUUIDs: o.serve.advertiseUUIDs)
+        if o.extendedScan { c.mode = .extended }
         if o.serve.secure, o.led.profile == nil { c.database = secured(db) }
         return c
     }

@@ -16,6 +16,8 @@ public struct ServeConfig: Sendable {
     public var maxConnections = 4
     /// Advertising interval.
     public var intervalMs: Double = 100
+    /// nil: legacy advertising unless the central side uses the extended commands.
+    public var mode: AdvertisingMode?
 
     public init(database: GATTServerDatabase, name: String, advertiseUUIDs: [BluetoothUUID] = []) {
         self.database = database; self.name = name; self.advertiseUUIDs = advertiseUUIDs
@@ -104,7 +106,7 @@ public final class ServeRunner {
             case let .restartRefused(err): self.emit(.advertisingRefused(err))
             }
         }
-        return adv.start(AdvertisingParameters(name: config.name, services: config.advertisedUUIDs, intervalMs: config.intervalMs))
+        return adv.start(AdvertisingParameters(name: config.name, services: config.advertisedUUIDs, intervalMs: config.intervalMs, mode: config.mode))
     }
 
     /// A central connected: its link, its session of the server.

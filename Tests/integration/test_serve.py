@@ -210,3 +210,20 @@ def test_long_read_throughput(world, tmp_path, mtu):
     assert t["round_trips"] == (1 if mtu == 517 else 1 + -(-(512 - 22) // 22)), t
     print(f"long read at MTU {mtu}: {t}")
     stop(s)
+
+
+def test_two_centrals_at_once_and_the_harness_notifies_every_subscriber(world):
+    """attled listening on the served harness (connected, subscribed) while
+    Bumble's central writes a command: both connected at once, and the
+    command is notified to attled's subscription too."""
+    w = world(hosts=["tcp", "tcp", "tcp"])
+    s = serve(w, "--profile", "harness", "--name", "Harness")
+    listener = Running(["listen", "-i", w.transport(1), "--name", "Harness", "--count", "1", "--timeout", "20"])
+    listener.wait_line("Ctrl-C stops", timeout=15)
+    s.wait_line(lambda line: "subscribed to 0x0012: notify" in line)
+    code, out = bumble(w, 2, "--name", "Harness", "--command", "3")
+    assert code == 0, out
+    assert listener.finish(timeout=15) == 0, listener.stderr
+    assert "03" in listener.p.stdout.read()
+    text = stop(s)
+    assert text.count("serve connected") == 2
