@@ -227,3 +227,24 @@ def test_two_centrals_at_once_and_the_harness_notifies_every_subscriber(world):
     assert "03" in listener.p.stdout.read()
     text = stop(s)
     assert text.count("serve connected") == 2
+
+
+def test_serve_capture_and_trace(world, tmp_path):
+    """--btsnoop and --trace as in every other mode: tshark finds nothing
+    malformed in the server's capture, its ATT handles are the database's,
+    and the trace decodes the server's answers."""
+    from test_wireshark import TSHARK, tshark_malformed
+    cap = tmp_path / "serve.btsnoop"
+    w = world(hosts=["tcp", "tcp"])
+    s = serve(w, "--profile", "harness", "--name", "Harness", "--btsnoop", str(cap), "--trace")
+    code, out = bumble(w, 1, "--name", "Harness", "--command", "1,0", "--subscribe", "--expect-notifications", "2", "--dump")
+    assert code == 0, out
+    text = stop(s)
+    for line in ["LE Set Advertising Parameters (0x2006)", "LE Set Advertising Data (0x2008)", "Advertising: Enabled",
+                 "Read By Group Type Response", "Handle Value Notification", "Write Response"]:
+        assert line in text, line
+    assert tshark_malformed(cap) == 0
+    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", "btatt.opcode == 0x1b", "-T", "fields", "-e", "btatt.handle"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert {int(h, 16) for h in r.stdout.split()} == {0x0012}, r.stdout
