@@ -248,3 +248,16 @@ def test_serve_capture_and_trace(world, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert {int(h, 16) for h in r.stdout.split()} == {0x0012}, r.stdout
+
+
+def test_extended_advertising_on_root_canal(world):
+    """--extended: the extended advertising commands (Root Canal lists them;
+    Bumble's controller does not), found by attled's extended scan."""
+    w = world(hosts=["tcp", "tcp"], controller="rootcanal")
+    s = serve(w, "--profile", "pycom", "--name", "Wide", "--extended", "--trace")
+    assert "LE Set Extended Advertising Parameters (0x2036)" in s.stderr
+    assert "LE Set Extended Advertising Enable (0x2039)" in s.stderr
+    r = run_attled(["-i", w.transport(1), "--name", "Wide", "--rgb", "4,5,6", "--extended"])
+    assert r.returncode == 0, r.stderr
+    s.wait_line("serve LED 4,5,6 (#040506) by")
+    stop(s)
