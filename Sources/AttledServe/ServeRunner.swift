@@ -41,7 +41,7 @@ public final class ServeRunner {
     public let config: ServeConfig
     public let server: GATTServer
     /// The LED of the database, when it holds a known one.
-    public let led: ServedLED?
+    public private(set) var led: ServedLED?
 
     public enum Event {
         /// Advertising started (again), from our address.
@@ -70,8 +70,7 @@ public final class ServeRunner {
         self.stack = stack
         self.config = config
         server = try GATTServer(database: config.database)
-        led = ServedLED(server: server)
-        led?.onChange = { [weak self] s, peer in self?.emit(.state(s, by: peer)) }
+        // Subscribed before the LED: a write is told before the change it makes.
         server.subscribe { [weak self] e in
             guard let self else { return }
             switch e {
@@ -80,6 +79,8 @@ public final class ServeRunner {
             case .confirmed: break
             }
         }
+        led = ServedLED(server: server)
+        led?.onChange = { [weak self] s, peer in self?.emit(.state(s, by: peer)) }
     }
 
     @discardableResult
