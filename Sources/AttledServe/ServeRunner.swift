@@ -76,7 +76,7 @@ public final class ServeRunner {
             switch e {
             case let .write(s, w): self.emit(.write(s.peer, w))
             case let .subscribed(s, c, n, i): self.emit(.subscribed(s.peer, handle: c.valueHandle, notify: n, indicate: i))
-            case .confirmed: break
+            case .confirmed, .securityNeeded: break
             }
         }
         led = ServedLED(server: server)
