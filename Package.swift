@@ -66,7 +66,7 @@ let package = Package(
         // Linux's epoll header (the event loop's descriptor set, in BLETransport).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
-                dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP"]
+                dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP", "BLEGATTServer", "AttledServe"]
                     + (withGateway ? ["BLEMQTT", "AttledGateway"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),

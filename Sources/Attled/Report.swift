@@ -3,7 +3,7 @@ import AttledJSON
 
 /// The phases of a run, in the order they usually happen.
 public enum Phase: String, Sendable {
-    case open, initialise = "init", scan, connect, pair, encrypt, cache, discover, write, read, subscribe, listen
+    case open, initialise = "init", scan, connect, pair, encrypt, cache, discover, write, read, subscribe, listen, advertise, serve
 
     /// The word used in progress lines and "interrupted during ...".
     public var word: String { rawValue }

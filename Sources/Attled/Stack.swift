@@ -31,6 +31,9 @@ public final class BLEStack {
     public let info: ControllerInfo
     /// The GAP central role: scanning and the connection manager.
     public let central: Central
+    /// The GAP peripheral role: advertising, and the connections made to us
+    /// (`advertiser.onConnection { stack.attach($0) ... }`).
+    public let advertiser: Advertiser
     /// Live links made through this stack, by connection handle.
     public private(set) var links: [UInt16: Link] = [:]
     private var closed = false
@@ -72,6 +75,7 @@ public final class BLEStack {
         info = try h.initialise(randomAddress: ownAddress,
                                 storedAddress: identity.map { store in { store.localStaticAddress(make: HCIHost.makeStaticRandomAddress) } })
         central = Central(host: h, info: info)
+        advertiser = Advertiser(central: central)
     }
 
     // MARK: finding
@@ -115,7 +119,8 @@ public final class BLEStack {
         attach(try central.connect(to: address, timeoutMs: timeoutMs, parameters: parameters))
     }
 
-    /// Wraps an existing connection in a `Link` (once per connection).
+    /// Wraps an existing connection in a `Link` (once per connection): one
+    /// the Central made, or one made to us (`advertiser.onConnection`).
     /// - Returns: the link for `connection`.
     public func attach(_ connection: LEConnection) -> Link {
         if let l = links[connection.handle], l.connection === connection { return l }
@@ -130,7 +135,7 @@ public final class BLEStack {
 
     // MARK: closing
 
-    /// Stops scanning, cancels connection attempts, disconnects every link
+    /// Stops advertising and scanning, cancels connection attempts, disconnects every link
     /// (reason 0x13, each wait bounded), resets a controller that reported a
     /// Hardware Error (so nothing is left behind), closes the host and the
     /// transport. Never throws. Idempotent.
@@ -146,6 +151,9 @@ public final class BLEStack {
         var hardwareError = false
         if case .hardwareError? = host.failure { hardwareError = true }
         if host.recoverForCleanup() {
+            if advertiser.isActive {
+                do { try advertiser.stopAdvertising(timeoutMs: commandTimeoutMs * 2) } catch { warning?("could not stop advertising: \(error)") }
+            }
             if central.isScanning {
                 do { try central.stopScan() } catch { warning?("could not stop scanning: \(error)") }
             }
@@ -192,7 +200,7 @@ public final class Link {
     init(stack: BLEStack, connection: LEConnection) {
         self.stack = stack
         self.connection = connection
-        l2cap = L2CAPLink(host: stack.host, handle: connection.handle, ownsDisconnection: false)
+        l2cap = L2CAPLink(host: stack.host, handle: connection.handle, ownsDisconnection: false, peripheral: connection.role == 1)
         bearer = ATTBearer(link: l2cap, ownsDisconnection: false)
         gatt = GATTClient(bearer: bearer)
         security = LinkSecurity(host: stack.host, l2cap: l2cap, initiator: stack.info.ownAddress, responder: connection.peer)

@@ -35,6 +35,9 @@ public struct CommandSpec: Sendable {
         CommandSpec(.gateway, "gateway --mqtt HOST[:PORT]",
                     ["bridge the LED devices around to MQTT and Home Assistant (discovery,",
                      "commands, state, availability); runs until SIGINT/SIGTERM"]),
+        CommandSpec(.serve, "serve --profile pycom|particle|harness | --gatt FILE",
+                    ["be the device: advertise and serve a board's GATT database (or a clone of any),",
+                     "print each change of its LED; runs until SIGINT/SIGTERM"]),
         CommandSpec(.decode, "decode FILE", ["decode a btsnoop capture (- for stdin)"]),
         CommandSpec(.help, "help [COMMAND]", ["this text, or the options of one command (also: COMMAND --help)"]),
     ]

@@ -6,17 +6,33 @@ import BLETrace
 /// Every option of attled, once: spellings, argument, effect, commands, help.
 /// The order here is the order of `attled --help` within each section.
 extension OptionSpec {
-    public static let all: [OptionSpec] = transportAndTarget + valuesAndLinks + security + gateway + output
+    public static let all: [OptionSpec] = transportAndTarget + valuesAndLinks + security + gateway + serving + output
+
+    static let onlyServe = "only applies to serve"
+    static let serving: [OptionSpec] = [
+        OptionSpec(["--gatt"], .value("FILE") { o, _, v in o.serve.gattFile = v },
+                   group: .serve, commands: [.serve], refusal: "--gatt " + onlyServe,
+                   help: ["serve this database (attled gatt --json --values of a device: a clone), handle for handle"]),
+        OptionSpec(["--advertise-name"], .value("NAME") { o, _, v in
+            guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--advertise-name must be 1 to 248 bytes") }
+            o.serve.advertiseName = v
+        }, group: .serve, commands: [.serve], refusal: "--advertise-name " + onlyServe, help: ["the name to advertise (default: --name, or the Device Name)"]),
+        OptionSpec(["--advertise-uuid"], .value("UUID") { o, flag, v in o.serve.advertiseUUIDs.append(try OptionValue.uuid(flag, v)) },
+                   group: .serve, commands: [.serve], refusal: "--advertise-uuid " + onlyServe,
+                   help: ["a service UUID to advertise, repeatable (default: the first primary one that fits)"]),
+        OptionSpec(["--secure"], .none { o in o.serve.secure = true }, group: .serve, commands: [.serve], refusal: "--secure " + onlyServe,
+                   help: ["put the LED characteristics and their CCCDs behind encryption (a client pairs)"]),
+    ]
 
     static let transportAndTarget: [OptionSpec] = [
         OptionSpec(["-i", "--transport", "--device"], .value("SPEC") { o, _, v in
             do { o.transport = try TransportSpec.parse(v) } catch let e as TransportError { throw UsageError(e.description) }
-        }, group: .transport, commands: .device, help: ["hciN | serial:/dev/ttyACM0[,BAUD][,rtscts] | tcp:HOST:PORT | unix:/PATH"]),
+        }, group: .transport, commands: .controller, help: ["hciN | serial:/dev/ttyACM0[,BAUD][,rtscts] | tcp:HOST:PORT | unix:/PATH"]),
 
         OptionSpec(["--name"], .value("NAME") { o, _, v in
             guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--name must be 1 to 248 bytes") }
             o.names.append(v)
-        }, group: .target, commands: .device, help: ["advertised local name (complete, or shortened prefix)"]),
+        }, group: .target, commands: .controller, help: ["advertised local name (complete, or shortened prefix); serve: the name to advertise"]),
         OptionSpec(["--service"], .value("UUID") { o, flag, v in o.service = try OptionValue.uuid(flag, v) },
                    group: .target, commands: .run, help: ["advertised service UUID"]),
         OptionSpec(["-a", "--address"], .value("ADDR") { o, _, v in o.addresses.append(try OptionValue.address(v)) },
@@ -25,7 +41,7 @@ extension OptionSpec {
         OptionSpec(["--profile"], .value("pycom|particle|harness") { o, _, v in
             guard let p = LEDProfile.named(v) else { throw UsageError("--profile: unknown profile '\(v)' (pycom, particle, harness)") }
             o.led.profile = p
-        }, group: .profile, commands: .led, help: ["a built-in profile, not the detected one"]),
+        }, group: .profile, commands: Set<Options.Command>.led.union([.serve]), help: ["a built-in profile, not the detected one; serve: the board to play"]),
         OptionSpec(["--red"], .value("UUID") { o, flag, v in o.led.red = try OptionValue.uuid(flag, v) },
                    group: .profile, commands: .led, help: ["the red characteristic of another RGB device"]),
         OptionSpec(["--green"], .value("UUID") { o, flag, v in o.led.green = try OptionValue.uuid(flag, v) },
@@ -60,13 +76,13 @@ extension OptionSpec {
         OptionSpec(["--passive"], .none { o in o.passive = true },
                    group: .scanning, commands: .run, help: ["passive scanning (no scan requests)"]),
         OptionSpec(["--extended"], .none { o in o.extendedScan = true },
-                   group: .scanning, commands: .device, help: ["use the extended scan/connect commands when the controller lists them"]),
+                   group: .scanning, commands: .controller, help: ["use the extended scan/connect (serve: advertising) commands when the controller lists them"]),
         OptionSpec(["--own-address"], .value("ADDR") { o, _, v in
             guard let a = BDAddress(v), a.randomKind == "static" else {
                 throw UsageError("--own-address: '\(v)' is not a static random address (6 bytes, the first hex digit C-F: C0:11:22:33:44:55)")
             }
             o.ownAddress = a
-        }, group: .scanning, commands: .device, help: ["our static random address (default: the controller's public",
+        }, group: .scanning, commands: .controller, help: ["our static random address (default: the controller's public",
                                                        "address, else one made once and kept with the bonds)"]),
 
         OptionSpec(["-t", "--timeout"], .value("SECONDS") { o, flag, v in o.timeoutMs = try OptionValue.ms(flag, v, scale: 1000) },
@@ -133,7 +149,7 @@ extension OptionSpec {
 
     static let output: [OptionSpec] = [
         OptionSpec(["--json"], .none { o in o.json = true }, group: .output,
-                   commands: [.set, .scan, .get, .send, .listen, .gatt, .read, .write, .bonds], help: ["machine-readable output on stdout"]),
+                   commands: [.set, .scan, .get, .send, .listen, .gatt, .read, .write, .bonds, .serve], help: ["machine-readable output on stdout (serve: one JSON object per event)"]),
         OptionSpec(["-q", "--quiet"], .none { o in o.quiet = true }, group: .output, commands: .every, help: ["no progress lines on stderr"]),
         OptionSpec(["--trace"], .inline("[=hex|=keys]") { o, v in
             switch v {
@@ -142,10 +158,10 @@ extension OptionSpec {
             case "keys"?: o.trace = .decoded; o.traceKeys = true
             default: throw UsageError("--trace takes no value, =hex or =keys")
             }
-        }, group: .output, commands: Set<Options.Command>.device.union([.decode]),
+        }, group: .output, commands: Set<Options.Command>.controller.union([.decode]),
            help: ["decode every packet on stderr (=hex adds raw bytes; keys are", "masked unless =keys); decode: =hex adds raw bytes"]),
         OptionSpec(["--btsnoop"], .value("FILE") { o, _, v in o.btsnoop = v },
-                   group: .output, commands: .device, help: ["write a btsnoop capture (Wireshark, btmon)"]),
+                   group: .output, commands: .controller, help: ["write a btsnoop capture (Wireshark, btmon)"]),
         OptionSpec(["--filter"], .value("att|hci|adv|l2cap") { o, _, v in
             guard let l = PacketLayer(rawValue: v) else { throw UsageError("--filter must be att, hci, adv or l2cap") }
             o.filter = l

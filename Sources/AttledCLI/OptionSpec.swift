@@ -4,7 +4,7 @@
 public struct OptionSpec: Sendable {
     /// The sections of `attled --help`, in order.
     public enum Group: Int, CaseIterable, Sendable {
-        case transport, target, profile, values, scanning, timing, cache, security, gateway, output
+        case transport, target, profile, values, scanning, timing, cache, security, gateway, serve, output
 
         /// The section's heading (and what it says about all of its options).
         public var heading: String {
@@ -18,6 +18,7 @@ public struct OptionSpec: Sendable {
             case .cache: return "GATT cache:"
             case .security: return "Pairing and bonds:"
             case .gateway: return "Gateway:"
+            case .serve: return "Serving (attled as the device):"
             case .output: return "Output and tracing:"
             }
         }
@@ -28,6 +29,7 @@ public struct OptionSpec: Sendable {
             case .target: return ["--name and --address may be repeated: set, get, send and listen then drive",
                                   "every target at once over concurrent links (one scan serves them all)."]
             case .profile: return ["--service UUID --red UUID --green UUID --blue UUID: any other RGB device."]
+            case .serve: return ["serve takes --profile or --gatt; --name is the advertised name and the Device Name."]
             default: return []
             }
         }
@@ -93,6 +95,8 @@ public struct OptionSpec: Sendable {
 extension Set where Element == Options.Command {
     /// Every command that opens a transport.
     static let device: Set<Options.Command> = [.set, .scan, .get, .send, .listen, .gatt, .read, .write, .ui, .gateway]
+    /// Every command on a controller, the device role (serve) too.
+    static let controller: Set<Options.Command> = device.union([.serve])
     /// Every command that connects to a device.
     static let connecting: Set<Options.Command> = device.subtracting([.scan])
     /// The commands that run to an end (all that open a transport but the gateway).

@@ -25,6 +25,9 @@ extension Options {
             if files.count != 1 { throw UsageError("decode needs one FILE (or - for stdin)") }
         case .gateway:
             if gateway.mqttHost.isEmpty { throw UsageError("gateway needs --mqtt HOST[:PORT] (the MQTT broker)") }
+        case .serve:
+            if (led.profile == nil) == (serve.gattFile == nil) { throw UsageError("serve needs one of --profile pycom|particle|harness or --gatt FILE") }
+            if names.count > 1 { throw UsageError("serve plays one device: give one --name") }
         default: break
         }
         for spec in OptionSpec.all where given.contains(spec.names[0]) && !spec.commands.contains(command) {

@@ -12,7 +12,7 @@ import BLETrace
 public struct Options: Sendable {
     /// The commands, in the order the usage line lists them.
     public enum Command: String, Sendable, CaseIterable {
-        case set, scan, get, send, listen, gatt, read, write, ui, bonds, gateway, decode, help, version
+        case set, scan, get, send, listen, gatt, read, write, ui, bonds, gateway, serve, decode, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
     /// When attled pairs or encrypts (the library's policy).
@@ -68,6 +68,8 @@ public struct Options: Sendable {
     public var gattTool = GATTToolOptions()
     /// gateway (and `--no-accept-list` for ui).
     public var gateway = GatewayOptions()
+    /// serve: what to play and how to advertise it.
+    public var serve = ServeOptions()
     /// The declarations of the options given, by first spelling (for the
     /// per-command checks).
     var given: Set<String> = []
@@ -109,6 +111,19 @@ public struct GatewayOptions: Sendable {
     public var maxLinks: Int? = nil
     /// Reconnect kept devices by scanning, not from the Filter Accept List (gateway, ui).
     public var noAcceptList = false
+    public init() {}
+}
+
+/// What `attled serve` plays: a board (`--profile`) or a database file, and what it advertises.
+public struct ServeOptions: Sendable {
+    /// `--gatt FILE`: a database in `attled gatt --json --values` shape.
+    public var gattFile: String? = nil
+    /// `--advertise-name`: the name advertised (default: --name, or the database's Device Name).
+    public var advertiseName: String? = nil
+    /// `--advertise-uuid`, repeatable (default: the first primary service UUID that fits).
+    public var advertiseUUIDs: [BluetoothUUID] = []
+    /// `--secure`: the LED characteristics (and their CCCDs) behind encryption.
+    public var secure = false
     public init() {}
 }
 

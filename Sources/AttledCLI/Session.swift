@@ -84,6 +84,8 @@ final class Session {
                 throw RunError("this attled was built without the gateway (ATTLED_NO_MQTT or ATTLED_FULLY_STATIC): build it without them, with libmosquitto-dev installed", .unavailable)
             }
             #endif
+            // Its database read and checked before the controller is opened.
+            let serveConfig = opts.command == .serve ? try ServeRun.config(opts) : nil
             try open()
             switch opts.command {
             #if ATTLED_GATEWAY
@@ -98,6 +100,8 @@ final class Session {
             case .listen where opts.isGeneric: try GATTTool(self).run()
             case .set, .get, .send, .listen: try TargetRunner(self).run()
             case .ui: try UIApp(session: self).run()
+            case .serve: if let c = serveConfig { try ServeRun.run(c, self) }
+
             default: break
             }
         } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SIGINT {

@@ -51,6 +51,17 @@ extension Central {
     /// Live subscriptions and adopters, for leak checks in tests.
     public var subscriptionCount: Int { subscribers.count + adopters.count }
 
+    /// A connection made to us (LE Connection Complete, Role 1: we were
+    /// advertising): never a connection attempt's outcome. The Advertiser
+    /// takes it; when none does, it is offered to the adopters, then disconnected.
+    func incomingConnection(_ cc: LEConnectionComplete) {
+        let c = LEConnection(cc)
+        connections[cc.handle] = c
+        askForAirParameters(c)
+        if incoming?(c) == true || adopters.contains(where: { $0.1(c) }) { return }
+        host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
+    }
+
     func publish(_ e: Event) {
         for (_, h) in subscribers { h(e) }
     }

@@ -25,6 +25,8 @@ public final class Central {
     var nextSubscription: UInt64 = 1
     var subscribers: [(Subscription, (Event) -> Void)] = []
     var adopters: [(Subscription, (LEConnection) -> Bool)] = []
+    /// Takes connections made to us (Role 1): the Advertiser's; true when taken.
+    var incoming: ((LEConnection) -> Bool)?
 
     /// What to ask for on each new connection, each only where the
     /// controller lists the command and the LE feature: the largest data
@@ -52,7 +54,7 @@ public final class Central {
 
     var fragments: [DeviceAddress: [UInt8]] = [:]
     /// Live connections by handle.
-    public private(set) var connections: [UInt16: LEConnection] = [:]
+    public internal(set) var connections: [UInt16: LEConnection] = [:]
     private var tokens: [HostToken] = []
 
     /// - Parameters:
@@ -224,7 +226,7 @@ public final class Central {
         }
     }
 
-    private func askForAirParameters(_ c: LEConnection) {
+    func askForAirParameters(_ c: LEConnection) {
         var asked: [String] = []
         if airRequests.contains(.dataLength), info.supportsDataLength, !airGivenUp.contains(.dataLength) {
             asked.append("data length 251")
@@ -334,6 +336,8 @@ public final class Central {
         case let .leAdvertisingReport(reports, _):
             guard isScanning else { return }
             for r in reports { ingest(r) }
+        case .leConnectionComplete(let cc) where cc.status == .success && cc.role == 1:
+            incomingConnection(cc) // we advertised: not any attempt's (Central+Events.swift)
         case .leConnectionComplete(let cc):
             var conn: LEConnection? = nil
             if cc.status == .success {

@@ -13,6 +13,8 @@ public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Connection Cancel without ending the attempt (no LE Connection Complete):
     /// it may still connect later, and refuse other connects until then.
     case connectCancelUnconfirmed(DeviceAddress, ms: Int)
+    /// Advertising as asked is impossible (why).
+    case advertisingUnsupported(String)
 
     public var description: String {
         switch self {
@@ -22,6 +24,8 @@ public enum GAPError: Error, Equatable, Sendable, CustomStringConvertible {
             return "connection to \(a) failed: \(st)"
         case let .connectAborted(a):
             return "the connection attempt to \(a) was abandoned"
+        case let .advertisingUnsupported(why):
+            return "cannot advertise: \(why)"
         case let .connectCancelUnconfirmed(a, ms):
             return "could not connect to \(a) within \(ms) ms, and the controller acknowledged LE Create Connection Cancel "
                 + "but never ended the attempt (no LE Connection Complete): it may still connect when the device advertises, "

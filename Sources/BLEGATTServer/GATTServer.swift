@@ -40,6 +40,10 @@ public final class GATTServer {
         case subscribed(GATTServerSession, ServedCharacteristic, notify: Bool, indicate: Bool)
         /// A client confirmed the indication of `handle`.
         case confirmed(GATTServerSession, handle: UInt16)
+        /// A client was refused an attribute for want of encryption (the
+        /// owner asks it to secure the link: an SMP Security Request). Once
+        /// per session until the link is encrypted.
+        case securityNeeded(GATTServerSession, handle: UInt16)
     }
     public struct Subscription: Hashable, Sendable { let id: Int }
     private var subscribers: [(Subscription, (Event) -> Void)] = []

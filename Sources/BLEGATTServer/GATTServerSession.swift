@@ -47,18 +47,28 @@ public final class GATTServerSession: ATTServer {
     /// The value this client sees.
     func value(_ a: Attribute) -> [UInt8] { a.perClient ? (own[a.handle] ?? a.value) : a.value }
 
-    private func securityError(_ needs: Bool) -> ATTErrorCode? {
+    /// The owner was told this session needs encryption (until it is encrypted).
+    private var securityAsked = false
+
+    private func securityError(_ needs: Bool, _ handle: UInt16) -> ATTErrorCode? {
         guard needs, !isEncrypted() else { return nil }
+        if !securityAsked {
+            securityAsked = true
+            server.emit(.securityNeeded(self, handle: handle))
+        }
         return hasKeys() ? .insufficientEncryption : .insufficientAuthentication
     }
     func readError(_ a: Attribute) -> ATTErrorCode? {
         guard a.permissions.contains(.read) else { return .readNotPermitted }
-        return securityError(a.permissions.contains(.readEncrypted))
+        return securityError(a.permissions.contains(.readEncrypted), a.handle)
     }
     func writeError(_ a: Attribute) -> ATTErrorCode? {
         guard a.permissions.contains(.write) else { return .writeNotPermitted }
-        return securityError(a.permissions.contains(.writeEncrypted))
+        return securityError(a.permissions.contains(.writeEncrypted), a.handle)
     }
+
+    /// The link was encrypted: a later refusal tells the owner again if it is lost.
+    public func encrypted() { securityAsked = false }
 
     static func error(_ op: ATTOpcode, _ h: UInt16, _ e: ATTErrorCode) -> ATT.ErrorResponse {
         ATT.ErrorResponse(request: op, handle: h, error: e)

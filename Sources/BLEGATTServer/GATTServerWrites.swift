@@ -89,7 +89,13 @@ extension GATTServerSession {
         }
     }
 
-    /// Indicates `value` at `handle` to this client whatever its CCCD says (Service Changed to a bonded client).
+    /// Sends the value at `valueHandle` to this client as its CCCD asks
+    /// (Service Changed to a bonded client whose subscription was restored).
+    public func send(_ valueHandle: UInt16, _ value: [UInt8]) {
+        if let c = db.characteristic(value: valueHandle) { deliver(c, value) }
+    }
+
+    /// Indicates `value` at `handle` to this client whatever its CCCD says.
     public func indicate(_ handle: UInt16, _ value: [UInt8]) {
         indications.append((handle, value))
         if indicating == nil { sendNextIndication() }

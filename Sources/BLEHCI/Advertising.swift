@@ -61,6 +61,6 @@ extension HCI {
         public static let declaration = HCICommandDeclaration(0x2016, "LE Read Remote Features")
         public var handle: UInt16 = 0
         public init() {}
-        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.handle(&handle) }
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.u16("Connection_Handle", "Handle", &handle) }
     }
 }

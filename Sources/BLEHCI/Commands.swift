@@ -44,7 +44,7 @@ extension HCI {
         public var reason: HCIStatus = .remoteUserTerminated
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-            try f.handle(&handle)
+            try f.u16("Connection_Handle", "Handle", &handle)
             try f.code("Reason", "Reason", &reason)
         }
     }
@@ -118,7 +118,7 @@ extension HCI {
         public static let declaration = HCICommandDeclaration(0x1405, "Read RSSI")
         public var handle: UInt16 = 0
         public init() {}
-        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.handle(&handle) }
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.u16("Connection_Handle", "Handle", &handle) }
     }
 
     // MARK: LE controller commands without parameters, and the event masks

@@ -24,6 +24,13 @@ public struct ControllerInfo: Sendable {
     public var supportsExtendedScanning: Bool { supports(octet: 37, bit: 5) && supports(octet: 37, bit: 6) }
     /// LE Extended Advertising in the LE features (bit 12).
     public var hasExtendedAdvertising: Bool { leFeatures & (1 << 12) != 0 }
+    /// Extended advertising usable: LE Extended Advertising in the LE features
+    /// and LE Set Advertising Set Random Address, Set Extended Advertising
+    /// Parameters, Data, Scan Response Data and Enable listed (octet 36 bits
+    /// 1-5), and LE Remove Advertising Set (octet 37 bit 0).
+    public var supportsExtendedAdvertising: Bool {
+        hasExtendedAdvertising && (1...5).allSatisfy { supports(octet: 36, bit: $0) } && supports(octet: 37, bit: 0)
+    }
     /// LE Read Filter Accept List Size, Clear, Add and Remove listed (octet 26 bits 6-7, octet 27 bits 0-1).
     public var supportsAcceptList: Bool {
         supports(octet: 26, bit: 6) && supports(octet: 26, bit: 7) && supports(octet: 27, bit: 0) && supports(octet: 27, bit: 1)

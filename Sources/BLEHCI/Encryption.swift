@@ -17,7 +17,7 @@ extension HCI {
         public var ltk = [UInt8](repeating: 0, count: 16)
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-            try f.handle(&handle)
+            try f.u16("Connection_Handle", "Handle", &handle)
             try f.u64("Random_Number", "Rand", &rand, secret: true, HCIShow.h64)
             try f.u16("Encrypted_Diversifier", "EDIV", &ediv, secret: true, HCIShow.h16)
             try f.bytes("Long_Term_Key", "LTK", &ltk, count: 16, secret: true)
@@ -31,7 +31,7 @@ extension HCI {
         public var ltk = [UInt8](repeating: 0, count: 16)
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-            try f.handle(&handle)
+            try f.u16("Connection_Handle", "Handle", &handle)
             try f.bytes("Long_Term_Key", "LTK", &ltk, count: 16, secret: true)
         }
     }
@@ -41,7 +41,7 @@ extension HCI {
         public static let declaration = HCICommandDeclaration(0x201B, "LE Long Term Key Request Negative Reply")
         public var handle: UInt16 = 0
         public init() {}
-        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.handle(&handle) }
+        public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.u16("Connection_Handle", "Handle", &handle) }
     }
 }
 

@@ -153,6 +153,8 @@ public enum HCI {
         LEEnableEncryption.self, LELongTermKeyRequestReply.self, LELongTermKeyRequestNegativeReply.self,
         LEReadSupportedStates.self, LESetDataLength.self, LESetPHY.self,
         LESetExtendedScanParameters.self, LESetExtendedScanEnable.self, LEExtendedCreateConnection.self,
+        LESetAdvertisingSetRandomAddress.self, LESetExtendedAdvertisingParameters.self, LESetExtendedAdvertisingData.self,
+        LESetExtendedScanResponseData.self, LESetExtendedAdvertisingEnable.self, LERemoveAdvertisingSet.self,
     ]
 
     /// The declared events; LE Meta's subevents are in `subevents`.

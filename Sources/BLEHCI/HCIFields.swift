@@ -35,13 +35,16 @@ public protocol HCIFieldWalker {
     mutating func u8(_ name: String, _ trace: HCITrace, _ v: inout UInt8, _ show: (UInt8) -> String) throws
     /// A 16-bit little-endian field.
     mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) throws
+    /// A 24-bit little-endian field (the extended advertising intervals, 7.8.53).
+    mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) throws
     /// A 64-bit little-endian field (masks, Rand); a `secret` one is masked in traces unless keys are shown.
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws
     /// A boolean octet (0 false, anything else true; written as 0 or 1).
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws
     /// A one-octet code, printed by its description.
     mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws
-    /// Connection_Handle: 12 bits (the upper four are masked off when read), `Handle: N`.
+    /// An event's Connection_Handle: 12 bits (the upper four, reserved, are masked off when read), `Handle: N`.
+    /// Commands carry theirs as a plain 16-bit field (what is sent is what decodes).
     mutating func handle(_ v: inout UInt16) throws
     /// A BD_ADDR (6 octets, least significant first).
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) throws
@@ -117,6 +120,7 @@ struct HCIFieldReader: HCIFieldWalker {
 
     mutating func u8(_ name: String, _ trace: HCITrace, _ v: inout UInt8, _ show: (UInt8) -> String) throws { v = try r.u8(name) }
     mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) throws { v = try r.u16(name) }
+    mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) throws { v = try r.u24(name) }
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws { v = try r.u64(name) }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws { v = try r.u8(name) != 0 }
     mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
@@ -169,6 +173,7 @@ struct HCIFieldWriter: HCIFieldWalker {
 
     mutating func u8(_ name: String, _ trace: HCITrace, _ v: inout UInt8, _ show: (UInt8) -> String) { w.u8(v) }
     mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) { w.u16(v) }
+    mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) { w.u24(v & 0xFF_FFFF) }
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) { w.u64(v) }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) { w.u8(v ? 1 : 0) }
     mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { w.u8(v.rawValue) }
@@ -229,6 +234,7 @@ struct HCIFieldPrinter: HCIFieldWalker {
     mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) {
         let t = secret && !showKeys ? "<hidden>" : show(v); put(trace, t)
     }
+    mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) { put(trace, show(v)) }
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) {
         let t = secret && !showKeys ? "<hidden>" : show(v); put(trace, t)
     }

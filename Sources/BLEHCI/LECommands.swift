@@ -164,7 +164,7 @@ public struct LEConnectionUpdate: Hashable, HCIDeclaredCommand {
     }
     public init() { self.init(handle: 0, parameters: ConnectionParameters()) }
     public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-        try f.handle(&handle)
+        try f.u16("Connection_Handle", "Handle", &handle)
         try parameters.fields(&f)
     }
 }
@@ -264,7 +264,7 @@ extension HCI {
         public var txOctets: UInt16 = 251, txTime: UInt16 = 2120
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-            try f.handle(&handle)
+            try f.u16("Connection_Handle", "Handle", &handle)
             try f.u16("TX_Octets", "TX octets", &txOctets)
             try f.u16("TX_Time", "TX time", &txTime, HCIShow.usec)
         }
@@ -278,7 +278,7 @@ extension HCI {
         public var options: UInt16 = 0
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-            try f.handle(&handle)
+            try f.u16("Connection_Handle", "Handle", &handle)
             try f.u8("All_PHYs", "All PHYs", &allPHYs)
             try f.u8("TX_PHYs", "TX PHYs", &tx)
             try f.u8("RX_PHYs", "RX PHYs", &rx)

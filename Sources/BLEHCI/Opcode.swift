@@ -50,4 +50,10 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let leSetExtendedScanParameters = HCI.LESetExtendedScanParameters.opcode
     public static let leSetExtendedScanEnable = HCI.LESetExtendedScanEnable.opcode
     public static let leExtendedCreateConnection = HCI.LEExtendedCreateConnection.opcode
+    public static let leSetAdvertisingSetRandomAddress = HCI.LESetAdvertisingSetRandomAddress.opcode
+    public static let leSetExtendedAdvertisingParameters = HCI.LESetExtendedAdvertisingParameters.opcode
+    public static let leSetExtendedAdvertisingData = HCI.LESetExtendedAdvertisingData.opcode
+    public static let leSetExtendedScanResponseData = HCI.LESetExtendedScanResponseData.opcode
+    public static let leSetExtendedAdvertisingEnable = HCI.LESetExtendedAdvertisingEnable.opcode
+    public static let leRemoveAdvertisingSet = HCI.LERemoveAdvertisingSet.opcode
 }

@@ -22,6 +22,12 @@ public final class L2CAPLink {
 
     /// Reassembly problems (for the tracer / diagnostics); the bad data is dropped.
     public var onReassemblyError: ((String) -> Void)?
+    /// True on a link where we are the peripheral (LE Connection Complete
+    /// Role 1): we may ask for connection parameters (`requestConnectionParameters`)
+    /// and never answer a request for them as a central would.
+    public let isPeripheral: Bool
+    /// Our Connection Parameter Update Requests awaiting their response, by identifier.
+    var parameterRequests: [UInt8: (future: Future<Bool>, timer: HostToken)] = [:]
     /// Decides whether to accept a peer's Connection Parameter Update Request
     /// (default: accept when within the ranges the specification allows).
     public var acceptConnectionParameters: (ConnectionParameters) -> Bool = { $0.isValid }
@@ -39,9 +45,11 @@ public final class L2CAPLink {
     ///   - ownsDisconnection: false when the connection's owner closes the
     ///     link on disconnection itself (`close(reason:)`, the facade's Link);
     ///     true (alone, as in tests): it watches for Disconnection Complete.
-    public init(host: HCIHost, handle: UInt16, ownsDisconnection: Bool = true) {
+    ///   - peripheral: we are the connection's peripheral (Role 1).
+    public init(host: HCIHost, handle: UInt16, ownsDisconnection: Bool = true, peripheral: Bool = false) {
         self.host = host
         self.handle = handle
+        isPeripheral = peripheral
         tokens.append(host.onACL { [weak self] acl in
             guard let self, acl.handle == self.handle, self.isOpen else { return }
             self.receive(acl)
@@ -73,6 +81,7 @@ public final class L2CAPLink {
         rx.reset()
         host.cancel(tokens)
         tokens.removeAll()
+        failParameterRequests(.closed)
         let h = onClose
         onClose = nil
         h?(reason)
@@ -100,7 +109,7 @@ public final class L2CAPLink {
         if case .complete(let frame)? = step.progress, let h = channels[frame.cid] { h(frame.payload) }
     }
 
-    private func identifier() -> UInt8 {
+    func identifier() -> UInt8 {
         defer { nextIdentifier = nextIdentifier == 255 ? 1 : nextIdentifier + 1 }
         return nextIdentifier
     }
@@ -114,6 +123,12 @@ public final class L2CAPLink {
             return
         }
         switch cmd.code {
+        case SignallingCommand.connectionParameterUpdateRequest where isPeripheral:
+            // Only the central may accept them (Core Vol 3 Part A 4.20): as
+            // BlueZ does, a peripheral rejects the command as not understood.
+            send(cid: CID.leSignalling, SignallingCommand.commandReject(identifier: cmd.identifier).encoded)
+        case SignallingCommand.connectionParameterUpdateResponse, SignallingCommand.commandReject:
+            parameterAnswer(cmd) // ours, or one we did not ask for (ignored)
         case SignallingCommand.connectionParameterUpdateRequest:
             guard let p = try? cmd.connectionParameters() else {
                 send(cid: CID.leSignalling, SignallingCommand.commandReject(identifier: cmd.identifier).encoded)
@@ -147,10 +162,5 @@ public final class L2CAPLink {
         if code == 0x01 || code == 0x0B {
             send(cid: CID.smp, [0x05, 0x05])
         }
-    }
-
-    /// Sends our own Connection Parameter Update Request (peripheral role only; kept for tests).
-    public func requestConnectionParameters(_ p: ConnectionParameters) {
-        send(cid: CID.leSignalling, SignallingCommand.connectionParameterUpdateRequest(identifier: identifier(), p).encoded)
     }
 }

@@ -2,6 +2,7 @@ import Testing
 @testable import BLEWire
 @testable import BLETransport
 @testable import BLEATT
+@testable import BLEHCI
 
 /// Inputs the libFuzzer harnesses in Fuzz/ found, kept as unit tests. Each
 /// names the harness and the invariant the input broke; the hex is the
@@ -20,6 +21,18 @@ struct FuzzRegressionTests {
         #expect(list.map(\.uuid.uint16) == [0x2800, nil])
         #expect(pdu.encoded == bytes)
         #expect(try ATT.decode(pdu.encoded) == pdu)
+    }
+
+    // hci-event: "a command decodes and encodes back to its bytes". LE
+    // Connection Update with handle 0x1800: the declared decoder masked the
+    // handle to 12 bits as events' handles are, so 0x0800 was encoded back.
+    // A command's handle is the 16-bit field it was sent with.
+    @Test("LE Connection Update with the handle's upper bits set round-trips")
+    func connectionUpdateHandleBits() throws {
+        let cmd = try HCICommand.decode(hex("13 20 0e 00 18 00 28 00 00 00 90 01 00 00 00 00 00"))
+        let u = try LEConnectionUpdate.decode(cmd.parameters)
+        #expect(u.handle == 0x1800)
+        #expect(u.command.parameters == cmd.parameters)
     }
 
     @Test("a Find Information Response of 16-bit UUIDs only still encodes in format 1")

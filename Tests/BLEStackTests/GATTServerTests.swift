@@ -63,6 +63,7 @@ final class ServerFixture {
             case let .write(_, w): self.events.append("write \(Hex.int(w.handle, width: 4)) \(Hex.string(w.value, separator: "")) \(w.op.rawValue)")
             case let .subscribed(_, c, n, i): self.events.append("cccd \(Hex.int(c.valueHandle, width: 4)) notify \(n) indicate \(i)")
             case let .confirmed(_, h): self.events.append("confirmed \(Hex.int(h, width: 4))")
+            case let .securityNeeded(_, h): self.events.append("security \(Hex.int(h, width: 4))")
             }
         }
         if let mtu { _ = try ask("02 \(Hex.string([UInt8(mtu & 0xFF), UInt8(mtu >> 8)]))") }
@@ -219,6 +220,8 @@ struct GATTServerReadTests {
     func readSecurity() throws {
         let s = try ServerFixture()
         #expect(try s.ask("0a 1e 00") == "01 0a 1e 00 05")
+        #expect(try s.ask("12 1e 00 01") == "01 12 1e 00 05")
+        #expect(s.events == ["security 001e"], "the owner is told once")
         s.security.bonded = true
         #expect(try s.ask("0a 1e 00") == "01 0a 1e 00 0f")
         s.security.encrypted = true

@@ -18,7 +18,8 @@ struct HCIDeclarationTests {
         .leClearFilterAcceptList, .leAddDeviceToFilterAcceptList, .leRemoveDeviceFromFilterAcceptList, .leConnectionUpdate,
         .leReadRemoteFeatures, .leEnableEncryption, .leLongTermKeyRequestReply, .leLongTermKeyRequestNegativeReply,
         .leReadSupportedStates, .leSetDataLength, .leSetPHY, .leSetExtendedScanParameters, .leSetExtendedScanEnable,
-        .leExtendedCreateConnection,
+        .leExtendedCreateConnection, .leSetAdvertisingSetRandomAddress, .leSetExtendedAdvertisingParameters,
+        .leSetExtendedAdvertisingData, .leSetExtendedScanResponseData, .leSetExtendedAdvertisingEnable, .leRemoveAdvertisingSet,
     ]
     static let namedEvents: [HCIEventCode] = [
         .disconnectionComplete, .encryptionChange, .readRemoteVersionComplete, .commandComplete, .commandStatus,

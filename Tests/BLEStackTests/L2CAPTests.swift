@@ -13,11 +13,11 @@ private final class LinkFixture {
     var att: [[UInt8]] = []
     var errors: [String] = []
 
-    init() {
+    init(peripheral: Bool = false) {
         host = HCIHost(transport: ctl)
         host.interruptible = false
         host.setACLBuffers(length: 27, packets: 8)
-        link = L2CAPLink(host: host, handle: 0x0001)
+        link = L2CAPLink(host: host, handle: 0x0001, peripheral: peripheral)
         link.register(cid: CID.att) { [unowned self] in self.att.append($0) }
         link.onReassemblyError = { [unowned self] in self.errors.append($0) }
     }
@@ -265,9 +265,9 @@ struct L2CAPSignallingTests {
         #expect(f.ctl.sent.isEmpty)
     }
 
-    @Test("our own Connection Parameter Update Request encodes with incrementing identifiers")
+    @Test("our own Connection Parameter Update Request encodes with incrementing identifiers (peripheral link)")
     func ownRequest() {
-        let f = LinkFixture()
+        let f = LinkFixture(peripheral: true)
         f.host.setACLBuffers(length: 27, packets: 8)
         let p = ConnectionParameters(intervalMin: 0x18, intervalMax: 0x28, latency: 0, supervisionTimeout: 0x190)
         f.link.requestConnectionParameters(p)

@@ -60,6 +60,10 @@ private let samples: [String: Sample] = [
     "--gateway-id": Sample("gateway --mqtt h", "gw2") { $0.gateway.gatewayID == "gw2" },
     "--max-links": Sample("gateway --mqtt h", "3") { $0.gateway.maxLinks == 3 },
     "--no-accept-list": Sample("ui") { $0.gateway.noAcceptList },
+    "--gatt": Sample("serve", "/tmp/db.json") { $0.serve.gattFile == "/tmp/db.json" },
+    "--advertise-name": Sample("serve --profile pycom", "Lamp") { $0.serve.advertiseName == "Lamp" },
+    "--advertise-uuid": Sample("serve --profile pycom", "180f") { $0.serve.advertiseUUIDs == [BluetoothUUID(uint16: 0x180F)] },
+    "--secure": Sample("serve --profile pycom") { $0.serve.secure },
     "--json": Sample("get") { $0.json },
     "-q": Sample("get") { $0.quiet },
     "--trace": Sample("get", "hex") { $0.trace == .hex && !$0.traceKeys },
@@ -95,7 +99,7 @@ struct OptionDeclarationTests {
             #expect(spec.map { Usage.help.contains("  " + $0.synopsis) } == true, "\(c)")
             if c != .help { #expect(Usage.line.contains(c.rawValue), "\(c)") }
         }
-        #expect(Usage.line == "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|gateway|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]")
+        #expect(Usage.line == "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|gateway|serve|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]")
     }
 
     @Test("a command's help lists the options that apply to it, and only those", arguments: Options.Command.allCases.filter { $0 != .help && $0 != .version })

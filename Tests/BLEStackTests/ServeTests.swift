@@ -6,6 +6,10 @@ import Testing
 @testable import AttledJSON
 @testable import AttledServe
 @testable import LEDProfile
+@testable import Attled
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("attled serve: boards as data, GATT JSON, the LED")
 struct ServeTests {
@@ -122,5 +126,24 @@ struct ServedLEDTests {
     func noLED() throws {
         let server = try GATTServer(database: try GATTServerDatabase(services: [StandardServices.gap(name: "x")]))
         #expect(ServedLED(server: server) == nil)
+    }
+}
+
+@Suite("attled serve: what is kept of a bonded client")
+struct ServedClientStoreTests {
+    @Test("a client's record (Database Hash, subscriptions) is saved 0600 beside the bonds and read back; a damaged one is none")
+    func roundTrip() throws {
+        let dir = try GATTCacheTests.tempDirectory()
+        defer { GATTCacheTests.removeAll(dir) }
+        let store = ServedClientStore(bonds: BondStore(directory: dir))
+        let id = DeviceAddress(BDAddress("F0:00:00:00:00:01")!, .random)
+        #expect(store.load(id) == nil)
+        let r = ServedClientStore.Record(hash: Array(0..<16), subscriptions: [0x0012: 1, 0x0008: 2])
+        try store.save(id, r)
+        #expect(store.load(id) == r)
+        var st = stat()
+        #expect(stat(dir + "/served-F0-00-00-00-00-01-random", &st) == 0 && st.st_mode & 0o777 == 0o600)
+        try BondStore(directory: dir).writeRecord(named: "served-F0-00-00-00-00-01-random", Array("attled-served 1\ncccd zz 1\n".utf8))
+        #expect(store.load(id) == nil)
     }
 }
