@@ -22,6 +22,8 @@ extension OptionSpec {
                    help: ["a service UUID to advertise, repeatable (default: the first primary one that fits)"]),
         OptionSpec(["--secure"], .none { o in o.serve.secure = true }, group: .serve, commands: [.serve], refusal: "--secure " + onlyServe,
                    help: ["put the LED characteristics and their CCCDs behind encryption (a client pairs)"]),
+        OptionSpec(["--sc-only"], .none { o in o.serve.secureConnectionsOnly = true }, group: .serve, commands: [.serve],
+                   refusal: "--sc-only " + onlyServe, help: ["pair with LE Secure Connections only (legacy pairing refused)"]),
     ]
 
     static let transportAndTarget: [OptionSpec] = [

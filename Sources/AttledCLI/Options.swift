@@ -124,6 +124,8 @@ public struct ServeOptions: Sendable {
     public var advertiseUUIDs: [BluetoothUUID] = []
     /// `--secure`: the LED characteristics (and their CCCDs) behind encryption.
     public var secure = false
+    /// `--sc-only`: refuse legacy pairing (LE Secure Connections only).
+    public var secureConnectionsOnly = false
     public init() {}
 }
 

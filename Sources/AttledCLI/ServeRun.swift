@@ -38,6 +38,7 @@ enum ServeRun {
         }
         var c = ServeConfig(database: db, name: name ?? "attled", advertiseUUIDs: o.serve.advertiseUUIDs)
         if o.extendedScan { c.mode = .extended }
+        c.secureConnectionsOnly = o.serve.secureConnectionsOnly
         if o.serve.secure, o.led.profile == nil { c.database = secured(db) }
         return c
     }
@@ -48,6 +49,8 @@ enum ServeRun {
     /// Runs until SIGINT/SIGTERM; a clean stop is the run's success.
     static func run(_ c: ServeConfig, _ s: Session) throws {
         guard let stack = s.stack else { throw RunError("no controller", .failure) }
+        var c = c
+        c.bonds = s.bonds
         let runner = try ServeRunner(stack: stack, config: c)
         let json = s.opts.json
         let profile = runner.led?.led.profile.name
@@ -83,7 +86,12 @@ enum ServeRun {
         case let .state(.colour(rgb), p): return "serve LED \(rgb.r),\(rgb.g),\(rgb.b) (#\(Hex.string([rgb.r, rgb.g, rgb.b], separator: ""))) by \(p)"
         case let .state(.buttons(b), p):
             return "serve buttons " + b.enumerated().map { "\($0.offset + 1) \($0.element ? "pressed" : "released")" }.joined(separator: ", ") + " by \(p)"
-        case let .encrypted(p): return "serve \(p) encrypted"
+        case let .encrypted(p, bond): return "serve \(p) encrypted\(bond ? " with its bond" : "")"
+        case let .paired(p, sc, bonded): return "serve paired \(p) (\(sc ? "LE Secure Connections" : "legacy"), Just Works\(bonded ? ", bonded" : ""))"
+        case let .securityFailed(p, why): return "serve \(p): \(why)"
+        case let .restored(p, n, changed, told):
+            let why = !changed ? "" : told ? "; the database changed: Service Changed indicated" : "; the database changed (it is not subscribed to Service Changed)"
+            return "serve \(p): \(n) subscription(s) restored from its bond\(why)"
         }
     }
 
@@ -105,7 +113,12 @@ enum ServeRun {
                     ("rgb", .array([.int(Int64(rgb.r)), .int(Int64(rgb.g)), .int(Int64(rgb.b))]))] + peer(p)
         case let .state(.buttons(b), p):
             return [("event", "state"), ("profile", profile.map { .string($0) } ?? .null), ("buttons", .array(b.map { .bool($0) }))] + peer(p)
-        case let .encrypted(p): return [("event", "encrypted")] + peer(p)
+        case let .encrypted(p, bond): return [("event", "encrypted"), ("bond", .bool(bond))] + peer(p)
+        case let .paired(p, sc, bonded): return [("event", "paired"), ("secure_connections", .bool(sc)), ("bonded", .bool(bonded))] + peer(p)
+        case let .securityFailed(p, why): return [("event", "security_failed"), ("error", .string(why))] + peer(p)
+        case let .restored(p, n, changed, told):
+            return [("event", "restored"), ("subscriptions", .int(Int64(n))), ("database_changed", .bool(changed)),
+                    ("service_changed_sent", .bool(told))] + peer(p)
         }
     }
 }

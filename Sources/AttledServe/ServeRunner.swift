@@ -18,6 +18,10 @@ public struct ServeConfig: Sendable {
     public var intervalMs: Double = 100
     /// nil: legacy advertising unless the central side uses the extended commands.
     public var mode: AdvertisingMode?
+    /// Where clients' bonds and records are kept (nil: no pairing is kept).
+    public var bonds: BondStore?
+    /// Pairing: Secure Connections only, or legacy too (a client asking for legacy is refused with the former).
+    public var secureConnectionsOnly = false
 
     public init(database: GATTServerDatabase, name: String, advertiseUUIDs: [BluetoothUUID] = []) {
         self.database = database; self.name = name; self.advertiseUUIDs = advertiseUUIDs
@@ -56,13 +60,22 @@ public final class ServeRunner {
         case subscribed(DeviceAddress, handle: UInt16, notify: Bool, indicate: Bool)
         /// The LED changed.
         case state(ServedLED.State, by: DeviceAddress)
-        /// The link to a client is encrypted now.
-        case encrypted(DeviceAddress)
+        /// The link to a client is encrypted now: with its bond, or with the key of the pairing under way.
+        case encrypted(DeviceAddress, withBond: Bool)
+        /// A client paired (Secure Connections or legacy; `bonded`: its keys are stored).
+        case paired(DeviceAddress, secureConnections: Bool, bonded: Bool)
+        /// Pairing or encryption failed.
+        case securityFailed(DeviceAddress, String)
+        /// A client whose subscriptions were kept came back: restored, and
+        /// Service Changed indicated when the database changed since.
+        case restored(DeviceAddress, subscriptions: Int, databaseChanged: Bool, serviceChangedSent: Bool)
     }
     public struct Subscription: Hashable, Sendable { let id: Int }
     private var subscribers: [(Subscription, (Event) -> Void)] = []
     private var nextID = 0
     private var sessions: [UInt16: GATTServerSession] = [:]
+    private var securities: [UInt16: PeripheralSecurity] = [:]
+    private var clients: ServedClientStore? { config.bonds.map(ServedClientStore.init) }
     private var advertiserSubscription: Central.Subscription?
 
     /// - Throws: `SMPCryptoError` when the Database Hash cannot be computed.
@@ -75,8 +88,13 @@ public final class ServeRunner {
             guard let self else { return }
             switch e {
             case let .write(s, w): self.emit(.write(s.peer, w))
-            case let .subscribed(s, c, n, i): self.emit(.subscribed(s.peer, handle: c.valueHandle, notify: n, indicate: i))
-            case .confirmed, .securityNeeded: break
+            case let .subscribed(s, c, n, i):
+                self.emit(.subscribed(s.peer, handle: c.valueHandle, notify: n, indicate: i))
+                if let h = self.handle(of: s) { self.keep(h) }
+            case let .securityNeeded(s, _):
+                // Ask the client to secure the link (it was answered Insufficient Authentication/Encryption).
+                if let h = self.handle(of: s) { _ = self.securities[h]?.sendSecurityRequest() }
+            case .confirmed: break
             }
         }
         led = ServedLED(server: server)
@@ -110,19 +128,64 @@ public final class ServeRunner {
         return adv.start(AdvertisingParameters(name: config.name, services: config.advertisedUUIDs, intervalMs: config.intervalMs, mode: config.mode))
     }
 
-    /// A central connected: its link, its session of the server.
+    private func handle(of s: GATTServerSession) -> UInt16? { sessions.first { $0.value === s }?.key }
+
+    /// A central connected: its link, its security (the SMP responder, the
+    /// LTK requests), its session of the server.
     private func connected(_ c: LEConnection) {
         let link = stack.attach(c)
         let peer = c.peer
-        let security = link.security
-        let session = server.attach(link.bearer, peer: peer, isEncrypted: { security.isEncrypted }, hasKeys: { false })
-        sessions[c.handle] = session
+        let h = c.handle
+        let ps = PeripheralSecurity.attach(to: link, store: config.bonds,
+                                           options: PeripheralSecurityOptions(secureConnectionsOnly: config.secureConnectionsOnly))
+        securities[h] = ps
+        let session = server.attach(link.bearer, peer: peer, isEncrypted: { [weak ps] in ps?.isEncrypted ?? false },
+                                    hasKeys: { [weak ps] in ps?.hasBond ?? false })
+        sessions[h] = session
+        ps.onEvent = { [weak self] e in self?.security(e, h, peer) }
         emit(.connected(peer))
         link.onDisconnect = { [weak self] reason in
             guard let self else { return }
-            if let s = self.sessions.removeValue(forKey: c.handle) { self.server.detach(s) }
+            self.keep(h)
+            if let s = self.sessions.removeValue(forKey: h) { self.server.detach(s) }
+            self.securities[h] = nil
             self.emit(.disconnected(peer, reason: reason))
         }
+    }
+
+    private func security(_ e: PeripheralSecurityEvent, _ h: UInt16, _ peer: DeviceAddress) {
+        switch e {
+        case let .paired(r, bond, _):
+            emit(.paired(peer, secureConnections: r.secureConnections, bonded: bond != nil))
+            keep(h)
+        case let .encrypted(bond):
+            sessions[h]?.encrypted()
+            emit(.encrypted(peer, withBond: bond != nil))
+            if bond != nil { restore(h, peer) }
+        case let .failed(f): emit(.securityFailed(peer, f.description))
+        case let .encryptionFailed(st): emit(.securityFailed(peer, "encryption failed: \(st)"))
+        }
+    }
+
+    /// A bonded client encrypted with its bond: its subscriptions come back,
+    /// and Service Changed (the whole range) goes to it if the database
+    /// changed since it last saw it (Core Vol 3 Part G 7.1).
+    private func restore(_ h: UInt16, _ peer: DeviceAddress) {
+        guard let session = sessions[h], let id = securities[h]?.bond?.identity, let clients, let record = clients.load(id) else { return }
+        session.restore(record.subscriptions)
+        let changed = record.hash != (server.databaseHash ?? [])
+        var told = false
+        if changed, let sc = server.database.characteristics.first(where: { $0.uuid == GATTUUID.serviceChanged }) {
+            told = session.send(sc.valueHandle, [0x01, 0x00, 0xFF, 0xFF])
+        }
+        emit(.restored(peer, subscriptions: record.subscriptions.count, databaseChanged: changed, serviceChangedSent: told))
+        keep(h)
+    }
+
+    /// Saves what a bonded client's next connection needs (its subscriptions, this database's hash).
+    private func keep(_ h: UInt16) {
+        guard let session = sessions[h], let id = securities[h]?.bond?.identity, let clients else { return }
+        try? clients.save(id, ServedClientStore.Record(hash: server.databaseHash ?? [], subscriptions: session.subscriptions))
     }
 
     /// Runs the loop until SIGINT/SIGTERM (`HCIError.interrupted`) or a controller failure.

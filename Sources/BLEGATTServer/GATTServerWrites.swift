@@ -76,23 +76,30 @@ extension GATTServerSession {
     /// Sends `value` of `c` as this client subscribed to it: a notification,
     /// or an indication (queued behind the one in flight). Nothing when the
     /// client may not read it now (an encrypted value on a plain link).
-    func deliver(_ c: ServedCharacteristic, _ value: [UInt8]) {
-        guard let h = c.cccdHandle, let v = own[h], v.count == 2, let a = db[c.valueHandle] else { return }
-        if a.permissions.contains(.readEncrypted), !isEncrypted() { return }
-        guard let bearer else { return }
+    @discardableResult
+    func deliver(_ c: ServedCharacteristic, _ value: [UInt8]) -> Bool {
+        guard let h = c.cccdHandle, let v = own[h], v.count == 2, let a = db[c.valueHandle] else { return false }
+        if a.permissions.contains(.readEncrypted), !isEncrypted() { return false }
+        guard let bearer else { return false }
         let cut = Array(value.prefix(bearer.mtu - 3))
         if v[0] & 1 != 0, c.properties.contains(.notify) {
             try? bearer.send(ATT.HandleValueNotification(handle: c.valueHandle, value: cut))
+            return true
         } else if v[0] & 2 != 0, c.properties.contains(.indicate) {
             indications.append((c.valueHandle, cut))
             if indicating == nil { sendNextIndication() }
+            return true
         }
+        return false
     }
 
     /// Sends the value at `valueHandle` to this client as its CCCD asks
     /// (Service Changed to a bonded client whose subscription was restored).
-    public func send(_ valueHandle: UInt16, _ value: [UInt8]) {
-        if let c = db.characteristic(value: valueHandle) { deliver(c, value) }
+    /// - Returns: whether it was sent (the client subscribed and may read it).
+    @discardableResult
+    public func send(_ valueHandle: UInt16, _ value: [UInt8]) -> Bool {
+        guard let c = db.characteristic(value: valueHandle) else { return false }
+        return deliver(c, value)
     }
 
     /// Indicates `value` at `handle` to this client whatever its CCCD says.

@@ -33,7 +33,7 @@ struct ServeRunnerTests {
                 case let .state(.colour(c), _): self.events.append("LED \(c)")
                 case let .state(.buttons(b), _): self.events.append("buttons \(b)")
                 case let .subscribed(_, h, n, _): self.events.append("subscribed \(Hex.int(h, width: 4)) \(n)")
-                case .advertisingRefused, .encrypted: break
+                case .advertisingRefused, .encrypted, .paired, .securityFailed, .restored: break
                 }
             }
             _ = try adv.stack.host.wait(runner.start(), until: Instant.now().adding(ms: 2000))

@@ -261,3 +261,67 @@ def test_extended_advertising_on_root_canal(world):
     assert r.returncode == 0, r.stderr
     s.wait_line("serve LED 4,5,6 (#040506) by")
     stop(s)
+
+
+def serve_at(home, w: World, *args: str, host: int = 0):
+    """attled serve with its state (bonds, clients' records) in ``home``, kept across runs."""
+    from attledtools.drivers.attledproc import AttledProcess
+    s = AttledProcess(ATTLED, ["serve", "-i", w.transport(host), *args], home=home)
+    s.wait_line("advertise", timeout=15)
+    return s
+
+
+@pytest.mark.parametrize("mode", ["sc", "legacy"])
+def test_bumble_pairs_with_secure_serve_and_reencrypts_with_the_bond(world, tmp_path, mode):
+    """--secure: an unencrypted client is refused (and asked to secure the
+    link); Bumble's SMP pairs with attled's responder (Just Works, bonding,
+    keys both ways), and its next connection is encrypted with the bond, no
+    pairing, its subscription restored."""
+    w = world(hosts=["tcp", "tcp"])
+    home = tmp_path / "serve-home"
+    keystore = str(tmp_path / "keys.json")
+    legacy = ["--legacy"] if mode == "legacy" else []
+    s = serve_at(home, w, "--profile", "pycom", "--name", "Sec", "--secure")
+    code, out = bumble(w, 1, "--name", "Sec", "--read-back")
+    assert code == 7 and out["att_error"] == 0x05, out  # Insufficient Authentication: no bond yet
+    code, out = bumble(w, 1, "--name", "Sec", "--pair", *legacy, "--keystore", keystore, "--rgb", "5,6,7", "--read-back")
+    assert code == 0, out
+    assert out["security"]["action"] == "paired" and out["security"]["bonded"] is True
+    assert out["security"]["sc"] is (mode == "sc")
+    assert out["read_back"] == {"red": "05", "green": "06", "blue": "07"}
+    s.wait_line(f"serve paired")
+    assert ("LE Secure Connections" if mode == "sc" else "legacy") in s.wait_line("serve paired")
+    mark = s.mark()
+    code, out = bumble(w, 1, "--name", "Sec", "--pair", *legacy, "--keystore", keystore, "--read-back")
+    assert code == 0, out
+    assert out["security"]["action"] == "encrypted with bond", out
+    assert out["read_back"] == {"red": "05", "green": "06", "blue": "07"}
+    s.wait_line("encrypted with its bond", since=mark)
+    assert s.count("serve paired", since=mark) == 0
+    assert s.stop() == 0, s.stderr
+    bonds = [p.name for p in (home / "state" / "attled").iterdir() if p.name.startswith("client-")]
+    assert len(bonds) == 1 and (home / "state" / "attled" / bonds[0]).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_bonded_client_is_told_the_database_changed(world, tmp_path):
+    """Bonded with the pycom board; attled then serves the harness (another
+    database) from the same state: the client's next encryption with its bond
+    brings its record back and Service Changed is indicated to it."""
+    w = world(hosts=["tcp", "tcp"])
+    home = tmp_path / "serve-home"
+    keystore = str(tmp_path / "keys.json")
+    s = serve_at(home, w, "--profile", "pycom", "--name", "Sec", "--secure")
+    code, out = bumble(w, 1, "--name", "Sec", "--pair", "--keystore", keystore, "--service-changed", "--rgb", "1,1,1")
+    assert code == 0, out
+    s.wait_line("serve paired")
+    s.wait_line("subscribed to 0x0008: indicate")
+    assert s.stop() == 0, s.stderr
+    s = serve_at(home, w, "--profile", "harness", "--name", "Sec", "--secure")
+    code, out = bumble(w, 1, "--name", "Sec", "--pair", "--keystore", keystore, "--command", "1")
+    assert code == 0, out
+    assert out["security"]["action"] == "encrypted with bond", out
+    line = s.wait_line("restored from its bond")
+    assert "the database changed: Service Changed indicated" in line
+    # Bumble's client got it, the whole range: 0x0001-0xffff.
+    assert {"handle": 8, "value": "0100ffff"} in out["indications"], out["indications"]
+    assert s.stop() == 0, s.stderr

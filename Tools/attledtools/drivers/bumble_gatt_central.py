@@ -97,6 +97,8 @@ def parse_args(argv=None):
     p.add_argument("--rgb", help="R,G,B colour to write (pycom / particle)")
     p.add_argument("--command", help="harness command bytes, comma-separated, e.g. 1,0")
     p.add_argument("--subscribe", action="store_true", help="harness: subscribe to the button first")
+    p.add_argument("--service-changed", action="store_true",
+                   help="subscribe to Service Changed (indications) after pairing, so a bond keeps the subscription")
     p.add_argument("--expect-notifications", type=int, help="notifications to wait for (default: one per command)")
     p.add_argument("--notify-wait", type=float, default=2.0, help="seconds to wait for the notifications")
     p.add_argument("--read-back", action="store_true", help="read the LED characteristics back")
@@ -174,6 +176,7 @@ class Central:
                 raise self.fail("connect", f"connect failed: {error}") from error
             self.lap("connect")
             client = self.connection.gatt_client
+            record_indications(client, self.report.setdefault("indications", []))
             self.trips = RoundTrips(client)
             self.stage, self.trips.job = "other", "mtu"
             if args.mtu != 23:
@@ -225,6 +228,9 @@ class Central:
             self.stage = self.trips.job = "pair"
             await self.secure()
             self.lap("pair")
+        if args.service_changed:
+            self.stage = "other"
+            await subscribe_service_changed(self.connection.gatt_client)
         if args.rgb_values or args.command_values or args.read_back:
             self.stage = self.trips.job = "discover"
             roles, profile = await self.led_roles(advertisement)
@@ -372,6 +378,28 @@ class Central:
             raise self.fail("throughput", f"read {target}: {att_error_name(error.error_code)}",
                             error.error_code) from error
         self.lap("throughput")
+
+
+def record_indications(client, into: list) -> None:
+    """Every Handle Value Indication the client gets, subscribed or not (as the
+    report's "indications": [{"handle": H, "value": hex}]), before Bumble confirms it."""
+    original = client.on_att_handle_value_indication
+
+    def recording(indication) -> None:
+        into.append({"handle": indication.attribute_handle, "value": bytes(indication.attribute_value).hex()})
+        original(indication)
+    client.on_att_handle_value_indication = recording
+
+
+async def subscribe_service_changed(client) -> None:
+    """Writes Service Changed's CCCD for indications (GATT service 0x1801)."""
+    services = await client.discover_service(UUID.from_16_bits(0x1801))
+    if not services:
+        raise StageError("other", EXIT_CODES["other"], "--service-changed: the device has no GATT service (0x1801)")
+    chars = await client.discover_characteristics([UUID.from_16_bits(0x2A05)], services[0])
+    if not chars:
+        raise StageError("other", EXIT_CODES["other"], "--service-changed: no Service Changed characteristic")
+    await chars[0].subscribe(lambda _value: None, prefer_notify=False)
 
 
 async def main_async(args) -> int:
