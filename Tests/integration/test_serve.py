@@ -301,6 +301,10 @@ def test_bumble_pairs_with_secure_serve_and_reencrypts_with_the_bond(world, tmp_
     assert s.stop() == 0, s.stderr
     bonds = [p.name for p in (home / "state" / "attled").iterdir() if p.name.startswith("client-")]
     assert len(bonds) == 1 and (home / "state" / "attled" / bonds[0]).stat().st_mode & 0o777 == 0o600
+    listed = run_attled(["bonds", "--json"], env={"XDG_STATE_HOME": str(home / "state")})
+    assert listed.returncode == 0, listed.stderr
+    clients = [b for b in json.loads(listed.stdout)["bonds"] if b["role"] == "client"]
+    assert [b["identity"] for b in clients] == ["F0:00:00:00:00:01"] and clients[0]["secure_connections"] is (mode == "sc")
 
 
 def test_a_bonded_client_is_told_the_database_changed(world, tmp_path):
