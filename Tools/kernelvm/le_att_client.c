@@ -9,7 +9,10 @@
  * itself (its passive scan and LE Create Connection), then speaks ATT over it:
  * Exchange MTU, Find By Type Value for the pycom LED service, Read By Type
  * (0x2803) for its characteristics, a Write Request of R, G and B to the red,
- * green and blue characteristics and a Read Request of each back. One line per
+ * green and blue characteristics and a Read Request of each back; then two
+ * requests the server must refuse: a 2-octet Write Request to red (Invalid
+ * Attribute Value Length; red unchanged) and a Read Request of handle 0x0000
+ * (Invalid Handle). One line per
  * step with the PDUs in hex; exit 0 when every value read back is the one
  * written, 1 with a "le_att_client: error: ..." line otherwise, 64 on bad
  * usage. Every socket operation is bounded: connect by poll() within SECS
@@ -52,7 +55,9 @@ enum {
     READ_TYPE_REQ = 0x08, READ_TYPE_RSP = 0x09, READ_REQ = 0x0a, READ_RSP = 0x0b,
     WRITE_REQ = 0x12, WRITE_RSP = 0x13, NOTIFY = 0x1b, INDICATE = 0x1d, CONFIRM = 0x1e,
 };
+#define INVALID_HANDLE 0x01
 #define ATTR_NOT_FOUND 0x0a
+#define INVALID_LENGTH 0x0d
 
 /* The pycom LED service and its red, green and blue characteristics, as on the
  * wire (128-bit UUIDs, little endian): 36353433-3231-3039-3837-36353433{3231,6261,6262,6263}. */
@@ -267,6 +272,26 @@ int main(int argc, char **argv) {
         if (rsp[1] != rgb[c]) die("%s read back %u, wrote %u", CHANNEL[c], rsp[1], rgb[c]);
         printf("  %s = %u\n", CHANNEL[c], rsp[1]);
     }
+    /* 6. What the server must refuse: a value longer than the board takes, and handle 0. */
+    printf("write 2 octets to red (Write Request): Invalid Attribute Value Length expected\n");
+    req[0] = WRITE_REQ;
+    put16(req + 1, value_handle[0]);
+    req[3] = 0x00;
+    req[4] = 0x00;
+    n = transact(req, 5, WRITE_RSP, rsp, sizeof rsp);
+    if (rsp[0] != ERROR_RSP || rsp[4] != INVALID_LENGTH || get16(rsp + 2) != value_handle[0])
+        die("a 2-octet write to red got %s, expected Error Response 0x0d at 0x%04x", rsp[0] == WRITE_RSP ? "a Write Response" : "another error", value_handle[0]);
+    req[0] = READ_REQ;
+    put16(req + 1, value_handle[0]);
+    n = transact(req, 3, READ_RSP, rsp, sizeof rsp);
+    if (rsp[0] != READ_RSP || n != 2 || rsp[1] != rgb[0]) die("red changed after the refused write");
+    printf("  refused; red still %u\n", rsp[1]);
+    printf("read handle 0x0000 (Read Request): Invalid Handle expected\n");
+    req[0] = READ_REQ;
+    put16(req + 1, 0x0000);
+    n = transact(req, 3, READ_RSP, rsp, sizeof rsp);
+    if (rsp[0] != ERROR_RSP || rsp[4] != INVALID_HANDLE) die("a read of handle 0x0000 was not refused with Invalid Handle");
+    printf("  refused\n");
     printf("ok: %u,%u,%u written and read back (%.3f s)\n", rgb[0], rgb[1], rgb[2], now() - t0);
     close(fd);
     return 0;

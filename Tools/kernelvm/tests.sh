@@ -478,7 +478,7 @@ test_gateway_pycom() {
 # L2CAP LE socket on the ATT channel to serve's advertised address, the kernel
 # makes the LE connection, and the client's own ATT (Exchange MTU, Find By
 # Type Value, Read By Type 0x2803, Write Requests, Read Requests back) sets
-# the LED. The host judges serve's events (the colour changes, by this
+# the LED, and serve refuses a 2-octet write and a read of handle 0. The host judges serve's events (the colour changes, by this
 # adapter's address), then ends serve with SIGINT (exit 0).
 serve_stop_now() { ctl "serve_stop 10"; echo "  host: $CTL_REPLY"; }
 test_kernel_central_drives_serve_random() { kernel_central_drives_serve random; }
@@ -502,6 +502,8 @@ kernel_central_drives_serve() {
     host 10 "{\"source\":\"serve\",\"event\":\"connected\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
     host 5 "{\"source\":\"serve\",\"event\":\"write\",\"handle\":20,\"value\":\"01\",\"op\":\"request\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
     host 5 "{\"source\":\"serve\",\"event\":\"state\",\"profile\":\"pycom\",\"rgb\":[255,128,1],\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
+    # The refused 2-octet write reached no LED.
+    host_none 0.1 '{"source":"serve","event":"write","value":"0000"}' || { serve_stop_now; return 1; }
     # The socket closed: the kernel drops the link.
     host 10 "{\"source\":\"serve\",\"event\":\"disconnected\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
     serve_stop_now
