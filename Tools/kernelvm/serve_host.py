@@ -4,10 +4,11 @@ The virtual air has two more host controllers (tcp-server:127.0.0.1:0): one
 with a public address (F0:..:03), one without (00:00:00:00:00:00: serve's own
 address is then a static random one it makes). When the guest asks ("serve
 public|random ARGS"), the host's attled runs `attled serve -i
-tcp:127.0.0.1:PORT ARGS --json` on that one: the LED board the guest's
-kernel connects to. Its JSON events go into the run's Events (source "serve"), so
-the guest's "expect" judges them like the peripheral's; its stderr is kept
-(serve.stderr in the work directory) and can be waited on line by line.
+tcp:127.0.0.1:PORT ARGS` on that one: the LED board the guest's kernel
+connects to. With --json its JSON events go into the run's Events (source
+"serve"), so the guest's "expect" judges them like the peripheral's; its
+stderr is kept (serve.stderr in the work directory) and can be waited on line
+by line (without --json the colour changes are lines there).
 "serve_stop SECS" ends it with SIGINT and wants exit 0.
 
 Requests (one line each, answered with one line):
@@ -20,6 +21,7 @@ Requests (one line each, answered with one line):
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -125,13 +127,25 @@ class ServeHost:
             if self.served is not None:
                 self.stop(5)
             mark = self.events.mark()
-            self.served = Served([self.attled, "serve", "-i", self.transports[kind], *args.split(), "--json"],
+            words = args.split()
+            self.served = Served([self.attled, "serve", "-i", self.transports[kind], *words],
                                  self.workdir, self.events.add, self.env)
-            ev = self.events.wait({"source": "serve", "event": "advertising"}, mark, 20)
-            if ev is None:
+            # Where it advertises: the "advertising" event with --json, else the line
+            # "attled: advertise ... NAME at ADDRESS (TYPE) ...".
+            address = None
+            if "--json" in words:
+                ev = self.events.wait({"source": "serve", "event": "advertising"}, mark, 20)
+                if ev is not None:
+                    address = f"{ev.get('address')} {ev.get('address_type')}"
+            else:
+                line = self.served.wait_line("attled: advertise", 20)
+                m = re.search(r" at ([0-9A-F:]{17}) \((public|random)\)", line or "")
+                if m:
+                    address = f"{m.group(1)} {m.group(2)}"
+            if address is None:
                 code = self.served.stop(5)
                 return f"fail attled serve did not advertise within 20 s (exit {code}): {self.served.stderr_tail()}"
-            return f"ok {ev.get('address')} {ev.get('address_type')}"
+            return f"ok {address}"
         if self.served is None:
             return "fail attled serve is not running: the guest must ask for it with 'serve' first"
         secs_s, _, text = rest.partition(" ")

@@ -474,19 +474,28 @@ test_gateway_pycom() {
 # pycom` on the host (another controller on the same virtual air) advertises
 # the board; hci0 stays the kernel's (no user channel). random: that
 # controller has no public address, so serve advertises with a static random
-# one (BDADDR_LE_RANDOM for the kernel); public: its public F0:..:03. le_att_client opens an
+# one (BDADDR_LE_RANDOM for the kernel), and runs with --json (the host judges
+# its JSON events); public: its public F0:..:03, and the host judges serve's
+# stderr lines ("serve LED 255,128,1 (#ff8001) by ADDR"). le_att_client opens an
 # L2CAP LE socket on the ATT channel to serve's advertised address, the kernel
 # makes the LE connection, and the client's own ATT (Exchange MTU, Find By
 # Type Value, Read By Type 0x2803, Write Requests, Read Requests back) sets
 # the LED, and serve refuses a 2-octet write and a read of handle 0. The host judges serve's events (the colour changes, by this
 # adapter's address), then ends serve with SIGINT (exit 0).
 serve_stop_now() { ctl "serve_stop 10"; echo "  host: $CTL_REPLY"; }
-test_kernel_central_drives_serve_random() { kernel_central_drives_serve random; }
+# serve_line SECS TEXT: attled serve printed a stderr line holding TEXT.
+serve_line() {
+    ctl "serve_line $1 $2"
+    echo "  host: $CTL_REPLY"
+    case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+}
+test_kernel_central_drives_serve_random() { kernel_central_drives_serve random --json; }
 test_kernel_central_drives_serve_public() { kernel_central_drives_serve public; }
 kernel_central_drives_serve() {
     adapter_is up
     me=$(hcictl state hci0 | sed -n 's/.*bdaddr=//p')
-    ctl "serve $1 --profile pycom --name Served"
+    json=${2:-}
+    ctl "serve $1 --profile pycom --name Served $json"
     echo "  host: $CTL_REPLY"
     case $CTL_REPLY in "ok "*) ;; *) fail "host: attled serve: $CTL_REPLY" ;; esac
     set -- $CTL_REPLY "$1"
@@ -499,6 +508,15 @@ kernel_central_drives_serve() {
     echo "  -> exit $RC"
     [ $RC = 0 ] || { serve_stop_now; fail "le_att_client exited $RC: $(grep -m 1 'error' /tmp/out)"; }
     want_out 'ok: 255,128,1 written and read back' || { serve_stop_now; return 1; }
+    if [ -z "$json" ]; then
+        serve_line 10 "serve connected $me" || { serve_stop_now; return 1; }
+        serve_line 5 "serve LED 255,128,1 (#ff8001) by $me" || { serve_stop_now; return 1; }
+        serve_line 10 "serve disconnected $me" || { serve_stop_now; return 1; }
+        serve_stop_now
+        case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+        adapter_is up
+        return 0
+    fi
     host 10 "{\"source\":\"serve\",\"event\":\"connected\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
     host 5 "{\"source\":\"serve\",\"event\":\"write\",\"handle\":20,\"value\":\"01\",\"op\":\"request\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
     host 5 "{\"source\":\"serve\",\"event\":\"state\",\"profile\":\"pycom\",\"rgb\":[255,128,1],\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
