@@ -6,10 +6,12 @@ this with the venv's Python and Tools/ on PYTHONPATH (it needs Bumble, through
 vworld, and the package attledtools).
 
 On the host:
-  * vworld (air): two Bumble host controllers on one virtual link, served as
-    H4 on unix sockets: hci.sock is the guest's controller (the guest's
-    hci_vhci is bridged to it over virtio-serial), periph.sock carries the
-    LED peripheral.
+  * vworld (air): four Bumble host controllers on one virtual link, served
+    as H4: hci.sock is the guest's controller (the guest's hci_vhci is
+    bridged to it over virtio-serial), periph.sock carries the LED
+    peripheral, and two TCP ports are for `attled serve` on the host (the
+    board the guest's kernel connects to as the central, serve_host.py):
+    one controller with a public address, one without.
   * vworld (peripheral): the current LED peripheral (a --device spec),
     attached to periph.sock with --peripheral-transport; the guest asks for
     another one with "profile SPEC", and it is replaced.
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from attledtools import module_command, module_env  # Tools/ on PYTHONPATH: run.sh
+from serve_host import ServeHost  # this directory: sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[2]
 VWORLD = "attledtools.drivers.vworld"
@@ -260,16 +263,27 @@ class Run:
         self.mq = None      # mqttbroker.Watcher on it
         self.mq_mark = 0
         self.t_boot = 0.0   # when qemu was started
+        # attled serve on the air's third controller, when the guest asks; its own
+        # cache and state directories (the host's are never touched).
+        env = {**os.environ, "XDG_CACHE_HOME": str(self.workdir / "cache"), "XDG_STATE_HOME": str(self.workdir / "state")}
+        self.serve = ServeHost(args.host_attled or args.attled, self.workdir, self.events, env)
 
     # --- worlds --------------------------------------------------------------
     def start_air(self) -> None:
         self.air = World("air", ["--host", f"unix-server:{self.workdir}/hci.sock",
                                  "--host", f"unix-server:{self.workdir}/periph.sock",
+                                 # attled serve's (serve_host.py): public F0:..:03; no public address,
+                                 # so serve advertises with a static random one.
+                                 "--host", "tcp-server:127.0.0.1:0", "--host", "tcp-server:127.0.0.1:0",
+                                 "--zero-address-host", "3",
                                  # A real controller's HCI_Reset clears scanning; Bumble's stock one does
                                  # not, and the kernel's HCIDEVUP after a SIGKILLed attled relies on it.
                                  "--reset-on-host-close", "--spec-controller"], self.events, self.workdir, self.lifetime)
         ready = self.air.wait_ready(30)
-        log(f"virtual air ready: guest controller {ready['host_addresses'][0]} on hci.sock")
+        self.serve.transports = {"public": ready["attled"][2], "random": ready["attled"][3]}
+        log(f"virtual air ready: guest controller {ready['host_addresses'][0]} on hci.sock, "
+            f"attled serve's {ready['host_addresses'][2]} and {ready['host_addresses'][3]} on "
+            f"{ready['attled'][2]} and {ready['attled'][3]}")
 
     def set_peripheral(self, spec: str) -> str:
         if self.periph is not None:
@@ -289,6 +303,7 @@ class Run:
         return "ok"
 
     def stop_worlds(self) -> None:
+        self.serve.stop(5)
         for w in (self.periph, self.air):
             if w is not None:
                 w.stop()
@@ -378,6 +393,8 @@ class Run:
             return "ok"
         if cmd.startswith("mqtt"):
             return self.mqtt(cmd, rest)
+        if cmd.startswith("serve"):
+            return self.serve.handle(cmd, rest)
         if cmd in ("expect", "expect_none"):
             secs, _, js = rest.partition(" ")
             try:
@@ -581,6 +598,7 @@ def main() -> int:
     ap.add_argument("--kernel-version", default="")
     ap.add_argument("--initrd", required=True)
     ap.add_argument("--attled", required=True, help="the static attled (also runs the TCP reference trace)")
+    ap.add_argument("--host-attled", default="", help="the host's attled for attled serve (default: --attled)")
     ap.add_argument("--qemu", default="qemu-system-x86_64")
     ap.add_argument("--arch", default="amd64", choices=["amd64", "arm64"], help="the guest's architecture")
     ap.add_argument("--list", default="full", help="tests.sh's TEST_LIST_NAME to run (full: TEST_LIST)")
@@ -651,7 +669,7 @@ def main() -> int:
         if not finished or not shown:
             tail = "\n".join(console.splitlines()[-150:])
             print(f"\n--- guest console log (last 150 lines of {workdir}/console.log):\n{tail}", flush=True)
-        for w in ("air", *[f"periph{i}" for i in range(1, run.periph_count + 1)]):
+        for w in ("air", *[f"periph{i}" for i in range(1, run.periph_count + 1)], "serve"):
             p = workdir / f"{w}.stderr"
             if p.exists() and p.stat().st_size:
                 print(f"\n--- {w} stderr:\n{p.read_text(errors='replace')[-3000:]}", flush=True)

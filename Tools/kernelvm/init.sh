@@ -9,7 +9,8 @@
 #   hello | plan NAMES | profile DEVICE-SPEC | begin NAME | expect SECS JSON
 #   | expect_none SECS JSON | data LINE | compare_trace DEVICE-SPEC ARGS
 #   | mqtt | mqtt_kill | mqtt_mark | mqtt_publish TOPIC PAYLOAD
-#   | mqtt_expect SECS TOPIC TEXT|JSON | result NAME pass|fail SECS REASON | done
+#   | mqtt_expect SECS TOPIC TEXT|JSON | serve public|random ARGS
+#   | serve_line SECS TEXT | serve_stop SECS | result NAME pass|fail SECS REASON | done
 # The host judges what happened on the air (the LED peripheral's events);
 # the guest judges exit codes, output and the adapter's state.
 export PATH=/bin

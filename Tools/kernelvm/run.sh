@@ -211,7 +211,7 @@ fi
 
 # --- static helpers for the guest ----------------------------------------------
 mkdir -p "$CACHE/bin"
-for t in vhci_bridge hcictl; do
+for t in vhci_bridge hcictl le_att_client; do
     if [ ! -x "$CACHE/bin/$t" ] || [ "$HERE/$t.c" -nt "$CACHE/bin/$t" ]; then
         "$CC" -static -O2 -Wall -Wextra -o "$CACHE/bin/$t" "$HERE/$t.c" || die "$CC $t.c failed"
     fi
@@ -317,7 +317,7 @@ for ko in $(printf '%s\n' $kos | awk '!seen[$0]++'); do
     echo "$name" >>"$stage/lib/modules/load.order"
 done
 [ -s "$stage/lib/modules/load.order" ] || die "no modules for the guest (modprobe --show-depends $modules)"
-cp "$CACHE/bin/vhci_bridge" "$CACHE/bin/hcictl" "$stage/bin/"
+cp "$CACHE/bin/vhci_bridge" "$CACHE/bin/hcictl" "$CACHE/bin/le_att_client" "$stage/bin/"
 if [ "$ARCH" = arm64 ]; then
     # ldd cannot run an aarch64 binary: the NEEDED entries (readelf), resolved
     # in the sysroot's /usr/lib/aarch64-linux-gnu and copied to the same path in
@@ -368,7 +368,8 @@ else
     install_bin "$attled_gw" attled-gw
     # The gateway opens libmosquitto.so.1 itself (dlopen; ldd does not list it):
     # the library and what it needs go in too.
-    mosq=$(ldconfig -p | awk '/libmosquitto\.so\.1 .*x86-64/ { print $NF; exit }')
+    # awk reads to the end: an early exit can SIGPIPE ldconfig, which pipefail makes fatal.
+    mosq=$(ldconfig -p | awk '/libmosquitto\.so\.1 .*x86-64/ && !m { m = $NF } END { print m }')
     [ -n "$mosq" ] || die "libmosquitto.so.1 not found (apt-get install libmosquitto1)"
     for lib in "$mosq" $(ldd "$mosq" | grep -o '/[^ ]*'); do
         mkdir -p "$stage$(dirname "$lib")"
@@ -384,9 +385,14 @@ rm -rf "$stage"
 say "initramfs: $(($(stat -c %s "$work/initrd.cpio") / 1024 / 1024)) MiB, kernel $kver ($ARCH, test list $LIST; $(since "$t") s)"
 say "set-up took $(since "$START") s"
 
+# The host's attled for `attled serve` (the board the guest's kernel connects
+# to): the static one on amd64; on arm64 the host's debug build when there is
+# one (the aarch64 attled would run under qemu-user).
+host_attled=$attled
+[ "$ARCH" = arm64 ] && [ -x "$ROOT/.build/debug/attled" ] && host_attled=$ROOT/.build/debug/attled
 keep=()
 [ "${KERNELVM_KEEP:-}" = 1 ] && keep=(--keep)
 export PYTHONPATH="$ROOT/Tools${PYTHONPATH:+:$PYTHONPATH}"  # harness.py imports attledtools
 exec "$VPY" "$HERE/harness.py" --kernel "$kernel" --kernel-version "$kver" --initrd "$work/initrd.cpio" \
-    --workdir "$work" --attled "$attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
+    --workdir "$work" --attled "$attled" --host-attled "$host_attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
     --timeout "$TIMEOUT" --arch "$ARCH" --qemu "$QEMU" --list "$LIST" "${keep[@]}"

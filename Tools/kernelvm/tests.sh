@@ -26,6 +26,8 @@ permission_denied
 sudo_drops_privileges
 sudo_sigkill_still_restores
 gateway_pycom
+kernel_central_drives_serve_random
+kernel_central_drives_serve_public
 @CassarTech:pycom:secure=enc
 pair_protected_pycom
 bonded_pycom_encrypts
@@ -43,7 +45,8 @@ busy_while_listening
 # (KERNELVM_ARCH=arm64 KERNELVM_LIST=arm64; the guest gets attled.list=arm64;
 # by default arm64 runs the whole list too): the kernel's setup met in
 # progress, scan, the --rgb job and get, the trace, busy, the error exits, the
-# gateway, pairing and the bonded run, and the notifying harness.
+# gateway, the kernel as the central against attled serve, pairing and the
+# bonded run, and the notifying harness.
 TEST_LIST_ARM64="
 @CassarTech:pycom
 open_during_kernel_setup
@@ -57,6 +60,7 @@ error_exit_restores_adapter
 missing_adapter_hci1
 permission_denied
 gateway_pycom
+kernel_central_drives_serve_random
 @CassarTech:pycom:secure=enc
 pair_protected_pycom
 bonded_pycom_encrypts
@@ -463,6 +467,65 @@ test_gateway_pycom() {
     want_rc 0
     mq 5 'attled/{node}/availability' offline
     mq 5 'attled/gateway/availability' offline
+    adapter_is up
+}
+
+# The kernel as the central, attled as the device: `attled serve --profile
+# pycom` on the host (another controller on the same virtual air) advertises
+# the board; hci0 stays the kernel's (no user channel). random: that
+# controller has no public address, so serve advertises with a static random
+# one (BDADDR_LE_RANDOM for the kernel), and runs with --json (the host judges
+# its JSON events); public: its public F0:..:03, and the host judges serve's
+# stderr lines ("serve LED 255,128,1 (#ff8001) by ADDR"). le_att_client opens an
+# L2CAP LE socket on the ATT channel to serve's advertised address, the kernel
+# makes the LE connection, and the client's own ATT (Exchange MTU, Find By
+# Type Value, Read By Type 0x2803, Write Requests, Read Requests back) sets
+# the LED, and serve refuses a 2-octet write and a read of handle 0. The host judges serve's events (the colour changes, by this
+# adapter's address), then ends serve with SIGINT (exit 0).
+serve_stop_now() { ctl "serve_stop 10"; echo "  host: $CTL_REPLY"; }
+# serve_line SECS TEXT: attled serve printed a stderr line holding TEXT.
+serve_line() {
+    ctl "serve_line $1 $2"
+    echo "  host: $CTL_REPLY"
+    case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+}
+test_kernel_central_drives_serve_random() { kernel_central_drives_serve random --json; }
+test_kernel_central_drives_serve_public() { kernel_central_drives_serve public; }
+kernel_central_drives_serve() {
+    adapter_is up
+    me=$(hcictl state hci0 | sed -n 's/.*bdaddr=//p')
+    json=${2:-}
+    ctl "serve $1 --profile pycom --name Served $json"
+    echo "  host: $CTL_REPLY"
+    case $CTL_REPLY in "ok "*) ;; *) fail "host: attled serve: $CTL_REPLY" ;; esac
+    set -- $CTL_REPLY "$1"
+    addr=$2 type=$3
+    [ "$type" = "$4" ] || { serve_stop_now; fail "attled serve advertises with a $type address, expected $4"; }
+    echo "\$ le_att_client -t 20 $addr $type 255,128,1"
+    RC=0
+    timeout -s KILL 45 le_att_client -t 20 "$addr" "$type" 255,128,1 >/tmp/out 2>&1 || RC=$?
+    show /tmp/out
+    echo "  -> exit $RC"
+    [ $RC = 0 ] || { serve_stop_now; fail "le_att_client exited $RC: $(grep -m 1 'error' /tmp/out)"; }
+    want_out 'ok: 255,128,1 written and read back' || { serve_stop_now; return 1; }
+    if [ -z "$json" ]; then
+        serve_line 10 "serve connected $me" || { serve_stop_now; return 1; }
+        serve_line 5 "serve LED 255,128,1 (#ff8001) by $me" || { serve_stop_now; return 1; }
+        serve_line 10 "serve disconnected $me" || { serve_stop_now; return 1; }
+        serve_stop_now
+        case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
+        adapter_is up
+        return 0
+    fi
+    host 10 "{\"source\":\"serve\",\"event\":\"connected\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
+    host 5 "{\"source\":\"serve\",\"event\":\"write\",\"handle\":20,\"value\":\"01\",\"op\":\"request\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
+    host 5 "{\"source\":\"serve\",\"event\":\"state\",\"profile\":\"pycom\",\"rgb\":[255,128,1],\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
+    # The refused 2-octet write reached no LED.
+    host_none 0.1 '{"source":"serve","event":"write","value":"0000"}' || { serve_stop_now; return 1; }
+    # The socket closed: the kernel drops the link.
+    host 10 "{\"source\":\"serve\",\"event\":\"disconnected\",\"peer\":\"$me\"}" || { serve_stop_now; return 1; }
+    serve_stop_now
+    case $CTL_REPLY in pass*) ;; *) fail "host: $CTL_REPLY" ;; esac
     adapter_is up
 }
 

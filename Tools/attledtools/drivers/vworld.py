@@ -130,6 +130,8 @@ def parse_args(argv=None):
                         help="when a host's socket closes, its controller drops links/scan/connect")
     parser.add_argument("--zero-host-address", action="store_true",
                         help="host controllers keep public address 00:00:00:00:00:00 (Bumble's default)")
+    parser.add_argument("--zero-address-host", action="append", type=int, default=[], metavar="I",
+                        help="host controller I (0-based, repeatable) alone keeps public address 00:00:00:00:00:00")
     parser.add_argument("--controller", choices=("bumble", "rootcanal"), default="bumble",
                         help="whose controllers: Bumble's (in process, default) or Android's Root Canal "
                         "(a rootcanal process; every --host is a client of its HCI port, see rcworld.py)")
@@ -161,6 +163,7 @@ def parse_args(argv=None):
         bumble_only = [flag for flag, on in (
             ("--legacy-reports", args.legacy_reports), ("--spec-controller", args.spec_controller),
             ("--reset-on-host-close", args.reset_on_host_close), ("--zero-host-address", args.zero_host_address),
+            ("--zero-address-host", args.zero_address_host),
             ("--peripheral-transport", args.peripheral_transport), ("--snoop", args.snoop),
             ("--host-fault", args.host_fault), ("--stdin-commands", args.stdin_commands)) if on]
         if bumble_only:

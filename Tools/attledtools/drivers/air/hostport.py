@@ -157,8 +157,10 @@ class HostPort:
         self.attled_spec = ""
         self.args = args
         # Distinct non-zero public addresses, unless --zero-host-address keeps
-        # Bumble's stock 00:00:00:00:00:00 ("no public address").
-        self.public_address = "00:00:00:00:00:00" if args.zero_host_address else f"F0:F1:F2:F3:F4:{index + 1:02X}"
+        # Bumble's stock 00:00:00:00:00:00 ("no public address"), for every host
+        # controller or (--zero-address-host I) for some.
+        zero = args.zero_host_address or index in (getattr(args, "zero_address_host", None) or [])
+        self.public_address = "00:00:00:00:00:00" if zero else f"F0:F1:F2:F3:F4:{index + 1:02X}"
         self.controller = HostController(
             f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller,
             index=index, faults=args.host_faults,
