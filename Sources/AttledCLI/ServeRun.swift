@@ -39,12 +39,9 @@ enum ServeRun {
         var c = ServeConfig(database: db, name: name ?? "attled", advertiseUUIDs: o.serve.advertiseUUIDs)
         if o.extendedScan { c.mode = .extended }
         c.secureConnectionsOnly = o.serve.secureConnectionsOnly
-        if o.serve.secure, o.led.profile == nil { c.database = secured(db) }
+        if o.serve.secure, o.led.profile == nil { c.database = db.requiringEncryption() }
         return c
     }
-
-    /// A clone with --secure: every characteristic value that is readable or writable needs encryption.
-    static func secured(_ db: GATTServerDatabase) -> GATTServerDatabase { db }
 
     /// Runs until SIGINT/SIGTERM; a clean stop is the run's success.
     static func run(_ c: ServeConfig, _ s: Session) throws {

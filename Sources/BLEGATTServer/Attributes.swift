@@ -90,6 +90,21 @@ public struct GATTServerDatabase: Sendable {
         return attributes[first..<last]
     }
 
+    /// The database with every characteristic value outside the GAP and
+    /// GATT services (and their CCCDs) behind encryption (`--secure`).
+    public func requiringEncryption() -> GATTServerDatabase {
+        var copy = self
+        let standard: Set<BluetoothUUID> = [BluetoothUUID(uint16: 0x1800), BluetoothUUID(uint16: 0x1801)]
+        for g in groups where !standard.contains(g.type) {
+            for c in characteristics where c.valueHandle > g.start && c.valueHandle <= g.end {
+                for h in [c.valueHandle] + (c.cccdHandle.map { [$0] } ?? []) {
+                    if let i = copy.index(h) { copy.attributes[i].permissions.formUnion(.encrypted) }
+                }
+            }
+        }
+        return copy
+    }
+
     /// Sets a shared value.
     mutating func set(_ handle: UInt16, _ value: [UInt8]) {
         if let i = index(handle) { attributes[i].value = value }

@@ -53,6 +53,15 @@ struct ServeTests {
         #expect(db[48]?.type == GATTUUID.secondaryService)
     }
 
+    @Test("a clone made secure: its characteristic values and CCCDs need encryption, the GAP and GATT services do not")
+    func secureClone() throws {
+        let db = try testDatabase().requiringEncryption()
+        #expect(db[0x0003]?.permissions == .read && db[0x0009]?.permissions.contains(.readEncrypted) == false)
+        #expect(db[0x0010]?.permissions.contains(.encrypted) == true && db[0x001B]?.permissions.contains(.encrypted) == true)
+        #expect(db[0x001C]?.permissions.contains(.encrypted) == true, "the CCCD too")
+        #expect(db[0x000F]?.permissions == .read, "declarations stay readable")
+    }
+
     @Test("a malformed document says where: the path and what is wrong")
     func documentErrors() throws {
         func error(_ text: String) -> String? {
