@@ -79,7 +79,7 @@ public final class DeviceKeeper {
     }
 
     /// A subscription, for `cancel`.
-    public struct Subscription: Hashable, Sendable { let id: Int }
+    public typealias Subscription = Subscribers<Event>.Token
 
     public let policy: Policy
     /// The current stack (a new one after the controller was reopened; nil meanwhile).
@@ -104,8 +104,7 @@ public final class DeviceKeeper {
 
     private let reopen: (() throws -> BLEStack)?
     private let close: (BLEStack) -> Void
-    private var subscribers: [(Subscription, (Event) -> Void)] = []
-    private var nextSubscription = 0
+    private var subscribers = Subscribers<Event>()
     var centralSubscriptions: [Central.Subscription] = []
     /// Devices adopted so far (their `order`).
     var adopted = 0
@@ -153,15 +152,12 @@ public final class DeviceKeeper {
     /// Calls `handler` with every event from now on, in subscription order.
     @discardableResult
     public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
-        nextSubscription += 1
-        let s = Subscription(id: nextSubscription)
-        subscribers.append((s, handler))
-        return s
+        subscribers.add(handler)
     }
 
-    public func cancel(_ s: Subscription) { subscribers.removeAll { $0.0 == s } }
+    public func cancel(_ s: Subscription) { subscribers.remove(s) }
 
-    func emit(_ e: Event) { for (_, h) in subscribers { h(e) } }
+    func emit(_ e: Event) { subscribers.emit(e) }
 
     // MARK: running
 

@@ -70,9 +70,8 @@ public final class ServeRunner {
         /// Service Changed indicated when the database changed since.
         case restored(DeviceAddress, subscriptions: Int, databaseChanged: Bool, serviceChangedSent: Bool)
     }
-    public struct Subscription: Hashable, Sendable { let id: Int }
-    private var subscribers: [(Subscription, (Event) -> Void)] = []
-    private var nextID = 0
+    public typealias Subscription = Subscribers<Event>.Token
+    private var subscribers = Subscribers<Event>()
     private var sessions: [UInt16: GATTServerSession] = [:]
     private var securities: [UInt16: PeripheralSecurity] = [:]
     private var clients: ServedClientStore? { config.bonds.map(ServedClientStore.init) }
@@ -102,14 +101,9 @@ public final class ServeRunner {
     }
 
     @discardableResult
-    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
-        nextID += 1
-        let s = Subscription(id: nextID)
-        subscribers.append((s, handler))
-        return s
-    }
-    public func cancel(_ s: Subscription) { subscribers.removeAll { $0.0 == s } }
-    private func emit(_ e: Event) { for (_, h) in subscribers { h(e) } }
+    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription { subscribers.add(handler) }
+    public func cancel(_ s: Subscription) { subscribers.remove(s) }
+    private func emit(_ e: Event) { subscribers.emit(e) }
 
     /// Starts advertising and taking connections.
     /// - Returns: a future that succeeds once the controller advertises.

@@ -45,9 +45,8 @@ public final class GATTServer {
         /// per session until the link is encrypted.
         case securityNeeded(GATTServerSession, handle: UInt16)
     }
-    public struct Subscription: Hashable, Sendable { let id: Int }
-    private var subscribers: [(Subscription, (Event) -> Void)] = []
-    private var nextID = 0
+    public typealias Subscription = Subscribers<Event>.Token
+    private var subscribers = Subscribers<Event>()
     private(set) var sessions: [GATTServerSession] = []
 
     /// - Throws: `SMPCryptoError` when the Database Hash cannot be computed.
@@ -64,14 +63,9 @@ public final class GATTServer {
     }
 
     @discardableResult
-    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
-        nextID += 1
-        let s = Subscription(id: nextID)
-        subscribers.append((s, handler))
-        return s
-    }
-    public func cancel(_ s: Subscription) { subscribers.removeAll { $0.0 == s } }
-    func emit(_ e: Event) { for (_, h) in subscribers { h(e) } }
+    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription { subscribers.add(handler) }
+    public func cancel(_ s: Subscription) { subscribers.remove(s) }
+    func emit(_ e: Event) { subscribers.emit(e) }
 
     /// Serves `bearer` (its `server` from now on).
     /// - Parameters:
