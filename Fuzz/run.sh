@@ -21,24 +21,14 @@ root=$(cd "$here/.." && pwd)
 out="$here/.build"
 SWIFTC=${SWIFTC:-swiftc}
 HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp smp-responder json ha-command)
-# Module, then the modules it imports, in an order that builds dependencies first.
-MODULES=(
-  "BLEWire"
-  "AttledJSON"
-  "BLETransport BLEWire"
-  "BLEHCI BLEWire BLETransport"
-  "BLEGAP BLEWire BLEHCI"
-  "BLEL2CAP BLEWire BLEHCI"
-  "BLEATT BLEWire BLEHCI BLEL2CAP"
-  "BLEGATT BLEWire BLEHCI BLEATT"
-  "BLETrace BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLESMP"
-  "LEDProfile BLEWire BLEHCI BLEATT BLEGATT"
-  "BLESMP BLEWire"
-  "Attled BLEWire AttledJSON BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT LEDProfile BLESMP"
-  "AttledLED Attled LEDProfile BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLESMP"
-  "AttledCLI Attled AttledLED AttledJSON BLEWire BLETransport BLEHCI BLEGAP BLEL2CAP BLEATT BLEGATT BLETrace LEDProfile BLESMP"
-  "BLEMQTT BLEWire BLETransport AttledJSON LEDProfile"
-)
+# Module, then the modules it imports, dependencies first: read from Package.swift
+# (Fuzz/modules.py), the closure of what Fuzz/Sources imports.
+modules() {
+  local list
+  list=$(cd "$root" && swift package dump-package 2>/dev/null | python3 "$here/modules.py") && [ -n "$list" ] \
+    || die "cannot read the module graph (swift package dump-package | Fuzz/modules.py)"
+  mapfile -t MODULES <<< "$list"
+}
 FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CEpoll" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
 
 die() { echo "fuzz: $*" >&2; exit 1; }
@@ -75,6 +65,7 @@ cmd_build() {
   exec 9> "$out/.build.lock"
   flock 9
   local t0=$SECONDS
+  modules
   echo "fuzz: building the stack's modules with -sanitize=fuzzer,address"
   # Modules whose dependencies are built compile side by side (never more than two here).
   local built=() pending=("${MODULES[@]}")
