@@ -35,7 +35,7 @@ struct HCICommandTests {
     @Test("LE Set Event Mask carries the LE mask")
     func leSetEventMask() throws {
         let c = HCICommand.leSetEventMask(EventMasks.le)
-        #expect(c.packet.h4 == hex("01 01 20 08 4f 1a 08 00 00 00 00 00"))
+        #expect(c.packet.h4 == hex("01 01 20 08 5f 1a 08 00 00 00 00 00"))
         #expect(try HCICommand.decode(c.encoded) == c)
     }
 
