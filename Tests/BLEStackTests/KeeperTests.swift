@@ -220,9 +220,11 @@ struct KeeperTests {
         w.keeper.forget(d)
         #expect(w.keeper.devices.isEmpty)
         scanning = true
-        try w.pump { w.stack.central.isScanning }
+        // The keeper starts the scan on its next tick (up to tickMs away).
+        try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.stack.central.isScanning }
+        #expect(w.stack.central.isScanning)
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
-        try w.pump { w.connectsSent.count == 2 }
+        try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.connectsSent.count == 2 }
         #expect(w.connectsSent == [Self.lamp, Self.lamp])
     }
 }
