@@ -24,6 +24,9 @@ extension OptionSpec {
                    help: ["put the LED characteristics and their CCCDs behind encryption (a client pairs)"]),
         OptionSpec(["--sc-only"], .none { o in o.serve.secureConnectionsOnly = true }, group: .serve, commands: [.serve],
                    refusal: "--sc-only " + onlyServe, help: ["pair with LE Secure Connections only (legacy pairing refused)"]),
+        OptionSpec(["--conn-interval"], .value("MIN-MAX") { o, flag, v in o.serve.connectionParameters = try OptionValue.interval(flag, v) },
+                   group: .serve, commands: [.serve], refusal: "--conn-interval " + onlyServe,
+                   help: ["ask each central for this connection interval in ms (7.5-4000) once it connected"]),
     ]
 
     static let transportAndTarget: [OptionSpec] = [

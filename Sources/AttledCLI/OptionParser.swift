@@ -1,5 +1,6 @@
 import BLEWire
 import BLETransport
+import BLEHCI
 
 extension Options {
     /// Parses argv (without the program name) by the declarations in
@@ -73,6 +74,21 @@ enum OptionValue {
             throw UsageError("\(flag): '\(v)' is not a positive number")
         }
         return max(1, Int(d * scale))
+    }
+
+    /// `MIN-MAX` milliseconds (7.5 to 4000, in steps of 1.25) as the
+    /// parameters a peripheral asks for: that interval, no latency, and a
+    /// supervision timeout of 6 x MAX, at least 4 s (Core Vol 4 Part E 7.8.12's ranges).
+    static func interval(_ flag: String, _ v: String) throws -> ConnectionParameters {
+        let parts = v.split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
+        let usage = UsageError("\(flag): '\(v)' is not an interval range in ms like 30-50 (7.5 to 4000)")
+        guard parts.count == 2, let lo = parts[0], let hi = parts[1], lo.isFinite, hi.isFinite else { throw usage }
+        let min = UInt16(clamping: Int((lo / 1.25).rounded())), max = UInt16(clamping: Int((hi / 1.25).rounded()))
+        guard lo >= 7.5, hi <= 4000, min <= max else { throw usage }
+        let timeoutMs = Swift.min(32_000, Swift.max(4000, Int(hi * 6)))
+        let p = ConnectionParameters(intervalMin: min, intervalMax: max, latency: 0, supervisionTimeout: UInt16(timeoutMs / 10))
+        guard p.isValid else { throw usage }
+        return p
     }
 
     /// A positive integer; the message names `name` (the option's first spelling).

@@ -126,6 +126,8 @@ public struct ServeOptions: Sendable {
     public var secure = false
     /// `--sc-only`: refuse legacy pairing (LE Secure Connections only).
     public var secureConnectionsOnly = false
+    /// `--conn-interval MIN-MAX`: the parameters asked of every central once connected.
+    public var connectionParameters: ConnectionParameters? = nil
     public init() {}
 }
 

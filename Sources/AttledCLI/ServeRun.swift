@@ -39,6 +39,7 @@ enum ServeRun {
         var c = ServeConfig(database: db, name: name ?? "attled", advertiseUUIDs: o.serve.advertiseUUIDs)
         if o.extendedScan { c.mode = .extended }
         c.secureConnectionsOnly = o.serve.secureConnectionsOnly
+        c.connectionParameters = o.serve.connectionParameters
         if o.serve.secure, o.led.profile == nil { c.database = db.requiringEncryption() }
         return c
     }
@@ -89,7 +90,22 @@ enum ServeRun {
         case let .restored(p, n, changed, told):
             let why = !changed ? "" : told ? "; the database changed: Service Changed indicated" : "; the database changed (it is not subscribed to Service Changed)"
             return "serve \(p): \(n) subscription(s) restored from its bond\(why)"
+        case let .parametersAnswered(p, cp, ok, err):
+            return "serve asked \(p) for a connection interval of \(range(cp)) ms: \(err ?? (ok ? "accepted" : "rejected"))"
+        case let .connectionUpdated(p, c):
+            return "serve \(p) connection interval now \(ms(c.interval)) ms, latency \(c.latency), supervision timeout \(Int(c.supervisionTimeout) * 10) ms"
         }
+    }
+
+    /// The interval range asked for, in ms.
+    static func range(_ p: ConnectionParameters) -> String { "\(ms(p.intervalMin))-\(ms(p.intervalMax))" }
+
+    /// An interval in 1.25 ms units as ms, without trailing zeros (7.5, 30, 31.25).
+    static func ms(_ units: UInt16) -> String {
+        var s = formatMs(us: UInt64(units) * 1250, decimals: 2)
+        while s.hasSuffix("0") { s.removeLast() }
+        if s.hasSuffix(".") { s.removeLast() }
+        return s
     }
 
     static func jsonFields(_ e: ServeRunner.Event, profile: String?) -> [(String, JSONValue)] {
@@ -116,6 +132,13 @@ enum ServeRun {
         case let .restored(p, n, changed, told):
             return [("event", "restored"), ("subscriptions", .int(Int64(n))), ("database_changed", .bool(changed)),
                     ("service_changed_sent", .bool(told))] + peer(p)
+        case let .parametersAnswered(p, cp, ok, err):
+            return [("event", "parameters"), ("interval_min_ms", .double(Double(cp.intervalMin) * 1.25)),
+                    ("interval_max_ms", .double(Double(cp.intervalMax) * 1.25)), ("accepted", .bool(ok)),
+                    ("error", err.map { .string($0) } ?? .null)] + peer(p)
+        case let .connectionUpdated(p, c):
+            return [("event", "connection_updated"), ("interval_ms", .double(Double(c.interval) * 1.25)), ("latency", .int(Int64(c.latency))),
+                    ("supervision_timeout_ms", .int(Int64(c.supervisionTimeout) * 10))] + peer(p)
         }
     }
 }

@@ -22,6 +22,10 @@ public struct ServeConfig: Sendable {
     public var bonds: BondStore?
     /// Pairing: Secure Connections only, or legacy too (a client asking for legacy is refused with the former).
     public var secureConnectionsOnly = false
+    /// The connection parameters asked of every central once it connected
+    /// (an L2CAP Connection Parameter Update Request, Core Vol 3 Part A
+    /// 4.20), as boards do that want a longer interval; nil: none asked.
+    public var connectionParameters: ConnectionParameters?
 
     public init(database: GATTServerDatabase, name: String, advertiseUUIDs: [BluetoothUUID] = []) {
         self.database = database; self.name = name; self.advertiseUUIDs = advertiseUUIDs
@@ -69,6 +73,11 @@ public final class ServeRunner {
         /// A client whose subscriptions were kept came back: restored, and
         /// Service Changed indicated when the database changed since.
         case restored(DeviceAddress, subscriptions: Int, databaseChanged: Bool, serviceChangedSent: Bool)
+        /// The central answered our Connection Parameter Update Request
+        /// (`accepted`), or did not (`error`: no answer, Command Reject).
+        case parametersAnswered(DeviceAddress, ConnectionParameters, accepted: Bool, error: String?)
+        /// The connection's parameters changed (LE Connection Update Complete).
+        case connectionUpdated(DeviceAddress, LEConnection)
     }
     public typealias Subscription = Subscribers<Event>.Token
     private var subscribers = Subscribers<Event>()
@@ -76,6 +85,7 @@ public final class ServeRunner {
     private var securities: [UInt16: PeripheralSecurity] = [:]
     private var clients: ServedClientStore? { config.bonds.map(ServedClientStore.init) }
     private var advertiserSubscription: Central.Subscription?
+    private var centralSubscription: Central.Subscription?
 
     /// - Throws: `SMPCryptoError` when the Database Hash cannot be computed.
     public init(stack: BLEStack, config: ServeConfig) throws {
@@ -119,6 +129,10 @@ public final class ServeRunner {
             case let .restartRefused(err): self.emit(.advertisingRefused(err))
             }
         }
+        centralSubscription = stack.central.subscribe { [weak self] e in
+            guard let self, case let .connectionUpdated(c) = e, self.sessions[c.handle] != nil else { return }
+            self.emit(.connectionUpdated(c.peer, c))
+        }
         return adv.start(AdvertisingParameters(name: config.name, services: config.advertisedUUIDs, intervalMs: config.intervalMs, mode: config.mode))
     }
 
@@ -138,6 +152,14 @@ public final class ServeRunner {
         sessions[h] = session
         ps.onEvent = { [weak self] e in self?.security(e, h, peer) }
         emit(.connected(peer))
+        if let p = config.connectionParameters {
+            link.l2cap.requestConnectionParameters(p).whenComplete { [weak self] r in
+                switch r {
+                case let .success(ok): self?.emit(.parametersAnswered(peer, p, accepted: ok, error: nil))
+                case let .failure(e): self?.emit(.parametersAnswered(peer, p, accepted: false, error: "\(e)"))
+                }
+            }
+        }
         link.onDisconnect = { [weak self] reason in
             guard let self else { return }
             self.keep(h)
@@ -190,7 +212,8 @@ public final class ServeRunner {
     /// Stops advertising and unhooks (the links are closed by the stack's clean-up).
     public func end() {
         if let s = advertiserSubscription { stack.advertiser.cancel(s) }
-        advertiserSubscription = nil
+        if let s = centralSubscription { stack.central.cancel(s) }
+        advertiserSubscription = nil; centralSubscription = nil
         _ = stack.advertiser.stop()
     }
 }

@@ -17,6 +17,9 @@ extension Central {
         case malformedAdvertisement(DeviceAddress, [String])
         /// A connection ended (after `connections` forgot it).
         case disconnected(LEConnection)
+        /// A connection's parameters changed (LE Connection Update Complete,
+        /// success): its interval, latency and supervision timeout are the new ones.
+        case connectionUpdated(LEConnection)
     }
 
     /// One subscription; pass it to `cancel(_:)`.

@@ -368,6 +368,7 @@ public final class Central {
         case .leConnectionUpdateComplete(let u):
             if u.status == .success, let c = connections[u.handle] {
                 c.interval = u.interval; c.latency = u.latency; c.supervisionTimeout = u.supervisionTimeout
+                publish(.connectionUpdated(c))
             }
         case .leDataLengthChange(let d):
             if let c = connections[d.handle] {

@@ -65,6 +65,7 @@ private let samples: [String: Sample] = [
     "--advertise-uuid": Sample("serve --profile pycom", "180f") { $0.serve.advertiseUUIDs == [BluetoothUUID(uint16: 0x180F)] },
     "--secure": Sample("serve --profile pycom") { $0.serve.secure },
     "--sc-only": Sample("serve --profile pycom") { $0.serve.secureConnectionsOnly },
+    "--conn-interval": Sample("serve --profile pycom", "30-50") { $0.serve.connectionParameters?.intervalMax == 40 },
     "--json": Sample("get") { $0.json },
     "-q": Sample("get") { $0.quiet },
     "--trace": Sample("get", "hex") { $0.trace == .hex && !$0.traceKeys },

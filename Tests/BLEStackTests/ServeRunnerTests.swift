@@ -19,11 +19,13 @@ struct ServeRunnerTests {
         let adv: AdvertiserTests.World
         let runner: ServeRunner
         var events: [String] = []
-        init(_ p: LEDProfile) throws {
+        init(_ p: LEDProfile, parameters: ConnectionParameters? = nil) throws {
             adv = try AdvertiserTests.World(listen: false)
             adv.enableAlwaysSucceeds()
             adv.ctl.autoCompleteACL = true
-            runner = try ServeRunner(stack: adv.stack, config: ServeConfig(database: try Boards.database(p, name: "CassarTech"), name: "CassarTech"))
+            var config = ServeConfig(database: try Boards.database(p, name: "CassarTech"), name: "CassarTech")
+            config.connectionParameters = parameters
+            runner = try ServeRunner(stack: adv.stack, config: config)
             runner.subscribe { [unowned self] e in
                 switch e {
                 case .advertising: self.events.append("advertising")
@@ -33,6 +35,8 @@ struct ServeRunnerTests {
                 case let .state(.colour(c), _): self.events.append("LED \(c)")
                 case let .state(.buttons(b), _): self.events.append("buttons \(b)")
                 case let .subscribed(_, h, n, _): self.events.append("subscribed \(Hex.int(h, width: 4)) \(n)")
+                case let .parametersAnswered(_, p, ok, err): self.events.append("asked \(p.intervalMin)-\(p.intervalMax): \(err ?? (ok ? "accepted" : "rejected"))")
+                case let .connectionUpdated(_, c): self.events.append("interval \(c.interval) latency \(c.latency) timeout \(c.supervisionTimeout)")
                 case .advertisingRefused, .encrypted, .paired, .securityFailed, .restored: break
                 }
             }
@@ -73,6 +77,34 @@ struct ServeRunnerTests {
         #expect(w.events.last == "disconnected \(AdvertiserTests.central) 13")
         #expect(w.runner.server.sessions.isEmpty)
         #expect(w.adv.adv.state == .advertising)
+    }
+
+    @Test("--conn-interval: each central is asked once it connected (L2CAP Connection Parameter Update Request); its answer and the LE Connection Update Complete that follows are told")
+    func connectionParameters() throws {
+        let w = try World(.pycom, parameters: AdvertiserTests.wanted)
+        w.adv.ctl.deliver(AdvertiserTests.connected(handle: 1, role: 1))
+        try w.adv.pump { w.runner.server.sessions.count == 1 }
+        #expect(w.adv.ctl.sentHex(.acl).last == AdvertiserTests.request)
+        w.adv.ctl.deliver(ACL.in(cid: CID.leSignalling, [0x13, 0x01, 0x02, 0x00, 0x00, 0x00]))
+        try w.adv.pump { w.events.last?.hasPrefix("asked") == true }
+        #expect(w.events.last == "asked 24-40: accepted")
+        // LE Connection Update Complete: handle 1, interval 0x0028, latency 0, timeout 0x0190.
+        w.adv.ctl.deliver(h4("04 3e 0a 03 00 01 00 28 00 00 00 90 01"))
+        try w.adv.pump { w.events.last?.hasPrefix("interval") == true }
+        #expect(w.events.last == "interval 40 latency 0 timeout 400")
+        // Another connection's update is not this runner's to tell.
+        let count = w.events.count
+        w.adv.ctl.deliver(h4("04 3e 0a 03 00 07 00 28 00 00 00 90 01"))
+        try w.adv.pump { w.adv.ctl.inbox.isEmpty }
+        #expect(w.adv.ctl.inbox.isEmpty && w.events.count == count)
+    }
+
+    @Test("without --conn-interval nothing is asked")
+    func noConnectionParameters() throws {
+        let w = try World(.pycom)
+        w.adv.ctl.deliver(AdvertiserTests.connected(handle: 1, role: 1))
+        try w.adv.pump { w.runner.server.sessions.count == 1 }
+        #expect(!w.adv.ctl.sentHex(.acl).contains { $0.contains("00 05 00 12") })
     }
 
     @Test("the harness served: a subscribed central hears each command it writes")

@@ -271,6 +271,7 @@ def serve_at(home, w: World, *args: str, host: int = 0):
     return s
 
 
+@pytest.mark.controllers
 @pytest.mark.parametrize("mode", ["sc", "legacy"])
 def test_bumble_pairs_with_secure_serve_and_reencrypts_with_the_bond(world, tmp_path, mode):
     """--secure: an unencrypted client is refused (and asked to secure the
@@ -329,3 +330,53 @@ def test_a_bonded_client_is_told_the_database_changed(world, tmp_path):
     # Bumble's client got it, the whole range: 0x0001-0xffff.
     assert {"handle": 8, "value": "0100ffff"} in out["indications"], out["indications"]
     assert s.stop() == 0, s.stderr
+
+
+@pytest.mark.controllers
+def test_serve_asks_each_central_for_its_connection_interval(world):
+    """--conn-interval: once a central connected, attled serve sends it a
+    Connection Parameter Update Request; Bumble's central accepts it and
+    carries it out (LE Connection Update), both sides see the new interval."""
+    w = world(hosts=["tcp", "tcp"])
+    s = serve(w, "--profile", "pycom", "--name", "Slow", "--conn-interval", "45-50", "--json")
+    code, out = bumble(w, 1, "--name", "Slow", "--rgb", "1,2,3", "--await-interval", "50")
+    assert code == 0, out
+    assert out["connection"] == {"interval_ms": 50.0, "latency": 0, "supervision_timeout_ms": 4000.0}, out["connection"]
+    text = stop(s)
+    events = [json.loads(line) for line in s.p.stdout.read().splitlines() if line.startswith("{")]
+    asked = [e for e in events if e["event"] == "parameters"]
+    assert [(e["interval_min_ms"], e["interval_max_ms"], e["accepted"], e["error"]) for e in asked] == [(45.0, 50.0, True, None)], events
+    updated = [e for e in events if e["event"] == "connection_updated"]
+    assert [(e["interval_ms"], e["latency"], e["supervision_timeout_ms"]) for e in updated] == [(50.0, 0, 4000)], events
+
+
+def test_serve_conn_interval_usage_errors():
+    for value in ["5-10", "50-40", "30", "a-b", "30-5000"]:
+        r = run_attled(["serve", "--profile", "pycom", "--conn-interval", value, "-i", "tcp:127.0.0.1:1"])
+        assert r.returncode == 64 and "is not an interval range in ms like 30-50" in r.stderr, (value, r.stderr)
+    r = run_attled(["--name", "X", "--rgb", "red", "--conn-interval", "30-50"])
+    assert r.returncode == 64 and "--conn-interval only applies to serve" in r.stderr, r.stderr
+
+
+@pytest.mark.controllers
+def test_attled_gatt_json_of_a_clone_equals_the_originals(world, tmp_path):
+    """attled's own central on both sides of a clone: `gatt --json --values`
+    of attled serve --gatt equals the same of the original, service for
+    service (handles, properties, descriptors, values, errors)."""
+    w = world(devices=["Orig:gattdb:seed=11"], hosts=["tcp", "tcp", "tcp"])
+    w.wait_event({"event": "gatt_database", "device": "Orig"})
+    r = run_attled(["gatt", "-i", w.transport(0), "--name", "Orig", "--values", "--json"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    db = tmp_path / "orig.json"
+    db.write_text(r.stdout)
+    original = json.loads(r.stdout)
+    s = serve(w, "--gatt", str(db), "--name", "Copy", host=1)
+    r = run_attled(["gatt", "-i", w.transport(2), "--name", "Copy", "--values", "--json"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    clone = json.loads(r.stdout)
+    assert len(clone["services"]) == len(original["services"]) >= 3
+    chars = [c for sv in original["services"] for c in sv["characteristics"]]
+    assert any("value" in c for c in chars) and any(c["descriptors"] for c in chars), "a database worth cloning"
+    for got, want in zip(clone["services"], original["services"]):
+        assert got == want, f"service {want['uuid']}:\n got {json.dumps(got)}\nwant {json.dumps(want)}"
+    stop(s)

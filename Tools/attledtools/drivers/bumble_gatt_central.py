@@ -5,7 +5,7 @@ independent judge of a peripheral (attled serve, the vworld peers).
         --transport tcp-client:127.0.0.1:PORT (--name N | --uuid U | --address A) \\
         [--mtu 517|23] [--pair [--legacy] [--keystore PATH]] [--rgb R,G,B] [--read-back] \\
         [--command 1,0 [--subscribe] [--expect-notifications N] [--notify-wait S]] \\
-        [--dump] [--throughput HANDLE|UUID] [--timeout S]
+        [--dump] [--throughput HANDLE|UUID] [--await-interval MS] [--timeout S]
 
 Finds the peripheral by advertised name, 128-bit service UUID or address
 (bumble_central.matches), connects, exchanges the MTU (--mtu, default 517;
@@ -27,6 +27,9 @@ Finds the peripheral by advertised name, 128-bit service UUID or address
               "services" shape (bumble_gatt_dump.py).
   throughput  --throughput HANDLE|UUID: one long read (Read + Read Blobs) of a
               characteristic value, timed.
+  interval    --await-interval MS: wait until the connection interval is MS
+              (the peripheral asked for it; Bumble's host accepts a
+              Connection Parameter Update Request and carries it out).
 
 Output: one JSON line on stdout:
 
@@ -41,6 +44,7 @@ Output: one JSON line on stdout:
    "bytes_per_s": F, "mtu": N, "round_trips": N},
    "att_round_trips": {"mtu": 1, "pair": 0, "discover": N, "write": N, ...},
    "att_round_trips_total": N, "att_requests_by_opcode": {"0a": N, ...},
+   "connection": {"interval_ms": F, "latency": N, "supervision_timeout_ms": F},
    "<stage>_ms": F ..., "total_ms": F}
 
 "level" is the LE security mode 1 level: 1 none, 2 encrypted unauthenticated
@@ -52,7 +56,8 @@ On failure: {"result": "error", "stage": S, "error": "...", "att_error":
 INT|null, ...what was reached}.  Exit codes: 0 ok, 1 other (bad use, MTU),
 2 not found, 3 connect, 4 service/characteristic not found, 5 write (ATT
 error), 6 pairing/encryption, 7 read (ATT error), 8 fewer notifications
-than expected by the deadline, 9 dump, 10 throughput.  Every wait is bounded
+than expected by the deadline, 9 dump, 10 throughput, 11 the interval
+never became --await-interval.  Every wait is bounded
 by --timeout (overall, default 15 s) and the ATT/SMP timeouts below it.
 """
 
@@ -77,7 +82,7 @@ from attledtools.drivers.bumble_gatt_dump import RoundTrips, att_error_name, dis
 from attledtools.peers.profiles import PROFILES
 
 EXIT_CODES = {"ok": 0, "other": 1, "scan": 2, "connect": 3, "discover": 4, "write": 5, "pair": 6,
-              "read": 7, "notify": 8, "dump": 9, "throughput": 10}
+              "read": 7, "notify": 8, "dump": 9, "throughput": 10, "interval": 11}
 CENTRAL_ADDRESS = "F0:00:00:00:00:01"  # static random; the identity a bond is kept under
 # The IRK distributed with that identity: fixed (a bond outlives the run) and
 # not Bumble's default of 16 zero octets.
@@ -104,6 +109,7 @@ def parse_args(argv=None):
     p.add_argument("--read-back", action="store_true", help="read the LED characteristics back")
     p.add_argument("--dump", action="store_true", help="dump the whole GATT database with values")
     p.add_argument("--throughput", help="long-read this characteristic (value handle or UUID), timed")
+    p.add_argument("--await-interval", type=float, help="wait until the connection interval is this many ms")
     p.add_argument("--timeout", type=float, default=15.0, help="overall deadline in seconds")
     p.add_argument("--verbose", "-v", action="store_true")
     args = p.parse_args(argv)
@@ -117,8 +123,9 @@ def parse_args(argv=None):
     args.command_values = [int(v, 0) for v in args.command.split(",")] if args.command else None
     if (args.legacy or args.keystore) and not args.pair:
         p.error("--legacy and --keystore go with --pair")
-    if not (args.pair or args.rgb_values or args.command_values or args.read_back or args.dump or args.throughput):
-        p.error("nothing to do: give --pair, --rgb, --command, --read-back, --dump or --throughput")
+    if not (args.pair or args.rgb_values or args.command_values or args.read_back or args.dump or args.throughput
+            or args.await_interval):
+        p.error("nothing to do: give --pair, --rgb, --command, --read-back, --dump, --throughput or --await-interval")
     return args
 
 
@@ -185,6 +192,7 @@ class Central:
             self.lap("mtu")
             await self.jobs(advertisement)
             self.stage = "other"
+            self.record_connection()
             await self.connection.disconnect()
             self.connection = None
             self.lap("disconnect")
@@ -196,6 +204,8 @@ class Central:
             if getattr(self, "trips", None):
                 self.report.update(self.trips.report())
             if self.connection is not None:
+                self.record_connection()
+            if self.connection is not None:
                 try:
                     await asyncio.wait_for(self.connection.disconnect(), 2.0)
                 except Exception:  # noqa: BLE001 - already gone
@@ -205,6 +215,11 @@ class Central:
             except Exception:  # noqa: BLE001
                 pass
             self.report["total_ms"] = round((time.perf_counter() - self.t0) * 1000, 2)
+
+    def record_connection(self) -> None:
+        cp = self.connection.parameters
+        self.report["connection"] = {"interval_ms": cp.connection_interval, "latency": cp.peripheral_latency,
+                                     "supervision_timeout_ms": cp.supervision_timeout}
 
     async def scan(self):
         found: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -246,6 +261,18 @@ class Central:
         if args.throughput:
             self.stage = "throughput"
             await self.throughput(args.throughput)
+        if args.await_interval:
+            self.stage = "interval"
+            await self.interval(args.await_interval)
+
+    async def interval(self, want_ms: float) -> None:
+        """Waits (bounded by the overall deadline) for the connection's interval to become ``want_ms``."""
+        changed = asyncio.Event()
+        self.connection.on(self.connection.EVENT_CONNECTION_PARAMETERS_UPDATE, changed.set)
+        while abs(self.connection.parameters.connection_interval - want_ms) >= 0.625:
+            changed.clear()
+            await changed.wait()
+        self.lap("interval")
 
     async def secure(self) -> None:
         connection, keystore = self.connection, self.device.keystore
