@@ -84,7 +84,7 @@ public final class ServeRunner {
     private var sessions: [UInt16: GATTServerSession] = [:]
     private var securities: [UInt16: PeripheralSecurity] = [:]
     private var clients: ServedClientStore? { config.bonds.map(ServedClientStore.init) }
-    private var advertiserSubscription: Central.Subscription?
+    private var advertiserSubscription: Advertiser.Subscription?
     private var centralSubscription: Central.Subscription?
 
     /// - Throws: `SMPCryptoError` when the Database Hash cannot be computed.

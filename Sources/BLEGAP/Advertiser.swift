@@ -106,7 +106,9 @@ public final class Advertiser {
     var busy = false
     /// Counts starts and stops: a start's commands stop going out once another began.
     private var generation = 0
-    private var subscribers: [(Central.Subscription, (Event) -> Void)] = []
+    /// A subscription, for `cancel`.
+    public typealias Subscription = Subscribers<Event>.Token
+    private var subscribers = Subscribers<Event>()
     private var centralTokens: [Central.Subscription] = []
     private var hostTokens: [HostToken] = []
 
@@ -127,31 +129,29 @@ public final class Advertiser {
 
     /// Calls `handler` with every event until cancelled.
     @discardableResult
-    public func subscribe(_ handler: @escaping (Event) -> Void) -> Central.Subscription {
-        let t = central.subscription(); subscribers.append((t, handler)); return t
-    }
+    public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription { subscribers.add(handler) }
 
     /// Calls `handler` with each connection made to us. While nobody
     /// subscribes to connections, one is disconnected (as the Central does
     /// with connections nobody adopts).
     @discardableResult
-    public func onConnection(_ handler: @escaping (LEConnection) -> Void) -> Central.Subscription {
+    public func onConnection(_ handler: @escaping (LEConnection) -> Void) -> Subscription {
         subscribe { if case let .connected(c) = $0 { handler(c) } }
     }
 
     /// Calls `handler` when a connection made to us ends.
     @discardableResult
-    public func onDisconnection(_ handler: @escaping (LEConnection) -> Void) -> Central.Subscription {
+    public func onDisconnection(_ handler: @escaping (LEConnection) -> Void) -> Subscription {
         subscribe { if case let .disconnected(c) = $0 { handler(c) } }
     }
 
     /// Ends a subscription; an unknown token is ignored.
-    public func cancel(_ t: Central.Subscription) { subscribers.removeAll { $0.0 == t } }
+    public func cancel(_ t: Subscription) { subscribers.remove(t) }
 
     /// Live subscriptions, for leak checks in tests.
     public var subscriptionCount: Int { subscribers.count }
 
-    private func publish(_ e: Event) { for (_, h) in subscribers { h(e) } }
+    private func publish(_ e: Event) { subscribers.emit(e) }
 
     // MARK: starting and stopping
 
@@ -276,7 +276,7 @@ public final class Advertiser {
 
     /// A connection where we are the peripheral: ours if anybody listens.
     private func accept(_ c: LEConnection) -> Bool {
-        guard !subscribers.isEmpty else { return false }
+        guard subscribers.count > 0 else { return false }
         connections[c.handle] = c
         // The controller stopped advertising (legacy: 7.8.9; extended: the set
         // terminated, 7.7.65.18) to make the connection.
