@@ -104,7 +104,12 @@ struct OptionDeclarationTests {
         #expect(Usage.line == "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|gateway|serve|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]")
     }
 
-    @Test("a command's help lists the options that apply to it, and only those", arguments: Options.Command.allCases.filter { $0 != .help && $0 != .version })
+    /// The commands with options of their own. A property, not a closure in
+    /// the attribute: Swift 6.0.3 (Debian 13) crashes type-checking a
+    /// closure in @Test's arguments.
+    static let commandsWithOptions = Options.Command.allCases.filter { $0 != .help && $0 != .version }
+
+    @Test("a command's help lists the options that apply to it, and only those", arguments: commandsWithOptions)
     func commandHelp(_ c: Options.Command) {
         let text = Usage.text(for: c)
         #expect(text.hasPrefix("usage: attled \(CommandSpec.of(c)!.synopsis)"))
