@@ -279,12 +279,17 @@ public final class ATTBearer {
     public func receive(_ bytes: [UInt8]) {
         guard let first = bytes.first else { return }
         let op = ATTOpcode(rawValue: first)
-        // No ATT PDU may exceed ATT_MTU (Core Vol 3 Part F 3.2.8); the peer must
-        // respect the MTU we agreed (and our own, for its requests).
-        if bytes.count > max(mtu, op.kind == .request ? Int(preferredMTU) : mtu) {
+        // No ATT PDU may exceed ATT_MTU (Core Vol 3 Part F 3.2.8): the MTU
+        // agreed, 23 before an exchange. A request over it is answered with
+        // Invalid PDU (its answer, of the same length or longer, could not be
+        // sent: a Prepare Write Response echoes the value), never served.
+        if bytes.count > mtu {
             let why = "\(op.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)"
             if let p = outstanding?.opcode, op.kind == .response, op == .errorResponse || p.info?.response == op {
                 finish(.failure(.malformedResponse(request: p, reason: why)))
+            } else if op.kind == .request {
+                onUnexpected?(why + "; answered Invalid PDU")
+                link.send(cid: CID.att, ATT.ErrorResponse(request: op, handle: 0, error: .invalidPDU).encoded)
             } else {
                 onUnexpected?(why + "; dropped")
             }

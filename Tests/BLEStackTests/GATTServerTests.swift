@@ -137,7 +137,8 @@ struct GATTServerDatabaseTests {
         let server = try GATTServer(database: db)
         let h = try #require(server.databaseHash)
         #expect(h.count == 16 && server.database[0x000D]?.value == h)
-        #expect(h == Array(try SMPCrypto.aesCMAC(key: [UInt8](repeating: 0, count: 16), message: m).reversed()))
+        let cmac = Array(try SMPCrypto.aesCMAC(key: [UInt8](repeating: 0, count: 16), message: m).reversed())
+        #expect(h == cmac)
     }
 }
 
@@ -312,6 +313,18 @@ struct GATTServerWriteTests {
         #expect(s.events.isEmpty, "nothing written before Execute Write")
         #expect(try s.ask("18 01") == "19")
         #expect(s.events == ["write 0019 01020304 prepared"])
+    }
+
+    @Test("a request longer than ATT_MTU (23 before an exchange, the agreed one after) is answered Invalid PDU and not served: a Prepare Write echoed in full would exceed it (the gatt-server fuzz harness found one sent)")
+    func requestOverMTU() throws {
+        let s = try ServerFixture()
+        let value = String(repeating: " 00", count: 19)
+        #expect(try s.ask("16 10 00 00 00" + value) == "01 16 00 00 04", "24 octets at ATT_MTU 23")
+        #expect(try s.ask("18 01") == "19")
+        #expect(s.events.isEmpty, "nothing was queued")
+        #expect(try s.ask("16 10 00 00 00" + String(repeating: " 00", count: 18)) == "17 10 00 00 00" + String(repeating: " 00", count: 18))
+        let agreed = try ServerFixture(mtu: 64)
+        #expect(try agreed.ask("12 10 00" + String(repeating: " 01", count: 62)) == "01 12 00 00 04", "65 octets at ATT_MTU 64")
     }
 
     @Test("GATT/SR/GAW/BV-07-C Execute Write 00 cancels the queue: nothing is written; GATT/SR/GAW/BI-07-C and BI-08-C Prepare Write to an invalid handle or a value without write permission")
