@@ -140,7 +140,12 @@ struct ReacherTests {
     func scanFailure() throws {
         let refused = try World("get --name Lamp1", scanEnable: [Ev.complete(.leSetScanEnable, [0x0C])])
         refused.reacher.start()
-        let e = try #require(throws: HCIError.self) { try refused.pump { false } }
-        guard case .commandFailed(_, .commandDisallowed) = e else { Issue.record("got \(e)"); return }
+        // (#require(throws:) returns the error only from Swift 6.1's Testing on.)
+        do {
+            try refused.pump { false }
+            Issue.record("the run went on")
+        } catch let e as HCIError {
+            guard case .commandFailed(_, .commandDisallowed) = e else { Issue.record("got \(e)"); return }
+        }
     }
 }

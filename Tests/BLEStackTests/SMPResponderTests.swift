@@ -81,7 +81,8 @@ struct SMPResponderTests {
         let out = sent(r.receive(SMPPDU.pairingPublicKey(x: P256Sample.publicAX, y: P256Sample.publicAY).encoded))
         #expect(out.count == 2)
         #expect(out.first == SMPPDU.pairingPublicKey(x: P256Sample.publicBX, y: P256Sample.publicBY).encoded)
-        #expect(out.last == SMPPDU.pairingConfirm(try SMPCrypto.f4(u: P256Sample.publicBX, v: P256Sample.publicAX, x: nb, z: 0)).encoded)
+        let cb = try SMPCrypto.f4(u: P256Sample.publicBX, v: P256Sample.publicAX, x: nb, z: 0)
+        #expect(out.last == SMPPDU.pairingConfirm(cb).encoded)
 
         // Na, answered with Nb.
         #expect(sent(r.receive(SMPPDU.pairingRandom(na).encoded)) == [SMPPDU.pairingRandom(nb).encoded])
@@ -149,7 +150,8 @@ struct SMPResponderTests {
         _ = r.receive(SMPPDU.pairingRandom(zero).encoded)
         #expect(r.key(ediv: 0, rand: 0)?.key.bytes.suffix(9) == ArraySlice(repeating: 0, count: 9))
         let out = sent(r.encryptionChanged(status: 0))
-        #expect(out.first == [0x06] + [UInt8](repeating: 0xAA, count: 7) + [UInt8](repeating: 0, count: 9))
+        let ltk: [UInt8] = [0x06] + [UInt8](repeating: 0xAA, count: 7) + [UInt8](repeating: 0, count: 9)
+        #expect(out.first == ltk)
     }
 
     @Test("no bonding on either side: no keys are exchanged", arguments: [("08", true, "02 03 00 09 10 00 00"), ("09", false, "02 03 00 08 10 00 00")])
