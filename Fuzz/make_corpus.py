@@ -125,6 +125,16 @@ for cap in CAPTURES:
             elif cid == 6:
                 seed("signalling", b"\x01" + pl)
                 seed("l2cap", bytes([26, 0xC2 + 2]) + chunk(pl))
+    # gatt-server: what attled, the client, sent on ATT (its own side's capture), against
+    # the board the capture ran with (MTU 517): records `0, len, PDU`.
+    if not peer_side:
+        db = 1 if "particle" in cap.stem else 2 if "harness" in cap.stem else 0
+        script = bytes([db | 0x0C])
+        for cid, pl in l2cap_pdus(acl_tx):
+            if cid == 4 and len(script) + 2 + len(pl) <= 4096:
+                script += b"\x00" + chunk(pl)
+        if len(script) > 1:
+            seed("gatt-server", script)
     # trace: the capture's packets in order (tag: type index, bit 3 sent).
     types = {0x01: 0, 0x02: 1, 0x03: 2, 0x04: 3, 0x05: 4}
     script = b""
@@ -193,6 +203,10 @@ for s in smp_seeds():
     seed("smp", s)
 for s in smp_responder_seeds():
     seed("smp-responder", s)
+# gatt-server: a client's requests written by hand as well (gatt_server_seeds.py).
+from gatt_server_seeds import gatt_server_seeds  # noqa: E402
+for s in gatt_server_seeds():
+    seed("gatt-server", s)
 
 for harness, files in sorted(seeds.items()):
     d = CORPUS / harness

@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 out="$here/.build"
 SWIFTC=${SWIFTC:-swiftc}
-HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp smp-responder json ha-command)
+HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp smp-responder gatt-server json ha-command)
 # Module, then the modules it imports, dependencies first: read from Package.swift
 # (Fuzz/modules.py), the closure of what Fuzz/Sources imports.
 modules() {
@@ -106,6 +106,7 @@ cmd_build() {
     mv -f "$out/attled-fuzz.new" "$out/attled-fuzz"
     echo "$key" > "$out/attled-fuzz.stamp"
   fi
+  local h  # not the caller's (repro keeps its harness in h)
   for h in "${HARNESSES[@]}"; do ln -sf attled-fuzz "$out/fuzz-$h"; done
   flock -u 9
   echo "fuzz: built $out/attled-fuzz in $((SECONDS - t0)) s"

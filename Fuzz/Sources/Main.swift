@@ -19,6 +19,7 @@ nonisolated(unsafe) let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
     ("transport-spec", fuzzTransportSpec),
     ("smp", fuzzSMP),
     ("smp-responder", fuzzSMPResponder),
+    ("gatt-server", fuzzGATTServer),
     ("json", fuzzJSON),
     ("ha-command", fuzzHACommand),
 ]
