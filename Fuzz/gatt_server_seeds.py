@@ -16,8 +16,6 @@ rewrites corpus/gatt-server with the hand-written seeds only:
 """
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 
 PYCOM, PARTICLE, HARNESS, TEST = 0, 1, 2, 3
 MTU23, MTU24, MTU185, MTU517 = 0 << 2, 1 << 2, 2 << 2, 3 << 2
@@ -102,10 +100,5 @@ def gatt_server_seeds() -> list[bytes]:
 
 
 if __name__ == "__main__":
-    d = Path(__file__).resolve().parent / "corpus" / "gatt-server"
-    d.mkdir(parents=True, exist_ok=True)
-    for old in d.iterdir():
-        old.unlink()
-    for s in gatt_server_seeds():
-        (d / hashlib.sha1(s).hexdigest()[:16]).write_bytes(s)
-    print(f"gatt-server {len(list(d.iterdir()))} seeds")
+    from smp_seeds import write_corpus
+    write_corpus("gatt-server", gatt_server_seeds())

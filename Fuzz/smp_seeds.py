@@ -68,18 +68,17 @@ def smp_responder_seeds() -> list[bytes]:
     return out
 
 
+def write_corpus(harness: str, seeds: list[bytes]) -> None:
+    """Replaces corpus/<harness> with ``seeds``, each named by its hash."""
+    d = Path(__file__).resolve().parent / "corpus" / harness
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.iterdir():
+        old.unlink()
+    for s in seeds:
+        (d / hashlib.sha1(s).hexdigest()[:16]).write_bytes(s)
+    print(f"{harness} {len(list(d.iterdir()))} seeds")
+
+
 if __name__ == "__main__":
-    d = Path(__file__).resolve().parent / "corpus" / "smp"
-    d.mkdir(parents=True, exist_ok=True)
-    for old in d.iterdir():
-        old.unlink()
-    for s in smp_seeds():
-        (d / hashlib.sha1(s).hexdigest()[:16]).write_bytes(s)
-    print(f"smp {len(list(d.iterdir()))} seeds")
-    d = Path(__file__).resolve().parent / "corpus" / "smp-responder"
-    d.mkdir(parents=True, exist_ok=True)
-    for old in d.iterdir():
-        old.unlink()
-    for s in smp_responder_seeds():
-        (d / hashlib.sha1(s).hexdigest()[:16]).write_bytes(s)
-    print(f"smp-responder {len(list(d.iterdir()))} seeds")
+    write_corpus("smp", smp_seeds())
+    write_corpus("smp-responder", smp_responder_seeds())
