@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make arm64: attled for aarch64 (Raspberry Pi OS 13, arm64 Debian gateways),
 # cross-compiled with Debian 13's swiftlang 6.0.3 in the trixie chroot of
-# check-swift.sh, against a sysroot unpacked from trixie's arm64 packages.
+# common.sh (check-swift.sh's), against a sysroot unpacked from trixie's arm64
+# packages.
 #
 #   .build/arm64/release/attled         the whole tool (gateway included), Swift
 #                                       runtime static, linked against Debian 13's
@@ -10,8 +11,9 @@
 #                                       (as the kernel VM's on x86)
 #
 # Cached under .build/debian/ (chroot, arm64 .debs, sysroot): a second run only
-# builds. With qemu-user-static registered (binfmt_misc) it runs the result's
-# --help under qemu-aarch64 as a check. Needs root.
+# builds. Sets up what it needs itself (common.sh's setup_debian: the chroot,
+# qemu-user-static and binfmt-support, qemu-aarch64 in binfmt_misc) and runs
+# the results' --help under qemu-aarch64 as a check. Needs root.
 set -euo pipefail
 # Mounts (proc, dev in the chroot) in a private mount namespace: they end with
 # this process however it ends, so nothing under .build stays bound to the host.
@@ -19,20 +21,16 @@ if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --p
 NAME=arm64
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 OUT=$ROOT/.build/arm64
-# The chroot with swiftlang (made by check-swift.sh's first half when missing).
-if [ ! -f "$CHROOT/.packages-done" ]; then
-    say "no trixie chroot yet: making it (Tools/debian/check-swift.sh --chroot-only)"
-    "$ROOT/Tools/debian/check-swift.sh" --chroot-only
-fi
-
-mount_chroot
+# The cache folder, debootstrap, qemu-user-static and binfmt-support, qemu-aarch64
+# registered in binfmt_misc (and proved on the host and in the chroot), the
+# chroot with swiftlang, its mounts: common.sh, whatever ran before.
+setup_debian
 
 # The arm64 sysroot: the C libraries attled links and the Swift runtime for aarch64.
 DEBS="libc6:arm64 libc6-dev:arm64 libcrypt1:arm64 libcrypt-dev:arm64 linux-libc-dev libgcc-s1:arm64 libgcc-14-dev:arm64
       libstdc++6:arm64 libstdc++-14-dev:arm64 libbluetooth3:arm64 libbluetooth-dev:arm64 libmosquitto1:arm64
       libmosquitto-dev:arm64 libcjson1:arm64 libcares2:arm64 libssl3t64:arm64 libssl-dev:arm64 zlib1g:arm64 zlib1g-dev:arm64
       libzstd1:arm64 libzstd-dev:arm64 swiftlang:arm64"
-SYSROOT=/sysroot-arm64
 if [ ! -f "$CHROOT$SYSROOT/.done" ] || [ "$(cat "$CHROOT$SYSROOT/.done")" != "$(echo $DEBS)" ]; then
     t=$(date +%s)
     say "unpacking trixie's arm64 packages into the sysroot"
@@ -88,17 +86,10 @@ for b in "$OUT/release/attled" "$OUT/static/attled"; do
     say "$(file -b "$b" | cut -d, -f1-2,5- | cut -c1-150) ($(stat -c %s "$b") bytes): ${b#$ROOT/}"
 done
 
-# Run them, if this machine can (qemu-user-static through binfmt_misc).
-if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || {
-        command -v qemu-aarch64-static >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static binfmt-support >/dev/null 2>&1
-        mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null
-        update-binfmts --enable qemu-aarch64 >/dev/null 2>&1; [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; }; then
-    timeout 60 "$OUT/static/attled" --help >/dev/null || die "the static aarch64 attled does not run under qemu-aarch64"
-    say "static binary runs under qemu-aarch64 (attled --help)"
-    timeout 60 env QEMU_LD_PREFIX="$CHROOT$SYSROOT" "$OUT/release/attled" --help >/dev/null \
-        || die "the aarch64 attled does not run under qemu-aarch64 with the arm64 sysroot's libraries"
-    say "release binary runs under qemu-aarch64 with Debian 13's arm64 libraries (attled --help)"
-else
-    say "no qemu-aarch64 here: built, not run"
-fi
+# Run them under qemu-aarch64 (registered by setup_debian).
+timeout 60 "$OUT/static/attled" --help >/dev/null || die "the static aarch64 attled does not run under qemu-aarch64"
+say "static binary runs under qemu-aarch64 (attled --help)"
+timeout 60 env QEMU_LD_PREFIX="$CHROOT$SYSROOT" "$OUT/release/attled" --help >/dev/null \
+    || die "the aarch64 attled does not run under qemu-aarch64 with the arm64 sysroot's libraries"
+say "release binary runs under qemu-aarch64 with Debian 13's arm64 libraries (attled --help)"
 say "done in $(since "$START")"

@@ -3,10 +3,11 @@
 # (swiftlang 6.0.3), in a trixie amd64 chroot made here with debootstrap.
 #
 # Cached under .build/debian/: the chroot (debootstrap, then swiftlang and the
-# -dev packages) is made once; a second run copies the sources in and builds.
+# -dev packages; common.sh's setup_debian) is made once; a second run copies the
+# sources in and builds.
 # The build directory inside the chroot is kept too (incremental).
 # Needs root (debootstrap, chroot, mount). Every step has a deadline.
-# --chroot-only: make the chroot and stop (Tools/debian/arm64.sh uses it).
+# --chroot-only: make the chroot and stop.
 set -euo pipefail
 # Mounts (proc, dev in the chroot) in a private mount namespace: they end with
 # this process however it ends, so nothing under .build stays bound to the host.
@@ -14,34 +15,8 @@ if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --p
 
 NAME=check-debian-swift
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PACKAGES="swiftlang libbluetooth-dev libmosquitto-dev libssl-dev libstdc++-14-dev ca-certificates"
-command -v debootstrap >/dev/null || {
-    say "installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || die "apt-get install debootstrap failed"
-}
-mkdir -p "$CACHE"
-
-if [ ! -f "$CHROOT/.debootstrap-done" ]; then
-    t=$(date +%s)
-    say "debootstrap trixie (amd64) into $CHROOT"
-    rm -rf "$CHROOT"
-    timeout 1800 debootstrap --variant=minbase --components=main trixie "$CHROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
-        || die "debootstrap failed (see $CACHE/debootstrap.log)"
-    touch "$CHROOT/.debootstrap-done"
-    say "chroot made in $(since "$t")"
-fi
-
-mount_chroot
-
-if [ ! -f "$CHROOT/.packages-done" ] || [ "$(cat "$CHROOT/.packages-done")" != "$PACKAGES" ]; then
-    t=$(date +%s)
-    say "installing $PACKAGES"
-    timeout 1500 chroot "$CHROOT" bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES" \
-        >"$CACHE/apt.log" 2>&1 || die "apt-get in the chroot failed (see $CACHE/apt.log)"
-    echo "$PACKAGES" > "$CHROOT/.packages-done"
-    say "packages installed in $(since "$t")"
-fi
+# The cache folder, debootstrap, the chroot with swiftlang (common.sh); no qemu.
+setup_debian --no-qemu
 say "$(chroot "$CHROOT" swift --version 2>&1 | head -n 1)"
 [ "${1:-}" = "--chroot-only" ] && exit 0
 

@@ -9,7 +9,8 @@
 # libmosquitto.so.1 for the gateway and libcrypto.so.3 for pairing with dlopen).
 # Each package is then installed in the chroot (arm64 through multiarch and
 # qemu-aarch64), `attled --help` run, the unit checked by systemd-analyze
-# verify, and removed; lintian's errors fail the build. Needs root.
+# verify, and removed; lintian's errors fail the build. Sets up what it needs
+# itself (common.sh's setup_debian), make arm64 included. Needs root.
 set -euo pipefail
 # Mounts (proc, dev in the chroot) in a private mount namespace: they end with
 # this process however it ends, so nothing under .build stays bound to the host.
@@ -22,10 +23,14 @@ MAINTAINER=${MAINTAINER:-$(git -C "$ROOT" log -1 --format='%an <%ae>' 2>/dev/nul
 VERSION=$(sed -n 's/.*static let string = "\([0-9][0-9.]*\)".*/\1/p' "$ROOT/Sources/BLEWire/Version.swift")
 [ -n "$VERSION" ] || die "cannot read the version from Sources/BLEWire/Version.swift"
 
-# The arm64 binary (and the chroot, and the amd64 sources in it).
-"$ROOT/Tools/debian/arm64.sh" >"$CACHE/deb-arm64.log" 2>&1 || { tail -20 "$CACHE/deb-arm64.log"; die "make arm64 failed"; }
+# The cache folder, the chroot, qemu-user-static, binfmt-support and qemu-aarch64
+# in binfmt_misc (the arm64 package is installed and run in the chroot), its
+# mounts: common.sh, whatever ran before.
+setup_debian
 
-mount_chroot
+# The arm64 binary (and the amd64 sources in the chroot).
+say "make arm64 (log: ${CACHE#$ROOT/}/deb-arm64.log)"
+"$ROOT/Tools/debian/arm64.sh" >"$CACHE/deb-arm64.log" 2>&1 || { tail -20 "$CACHE/deb-arm64.log"; die "make arm64 failed"; }
 in_chroot() { timeout "$1" chroot "$CHROOT" bash -c "set -euo pipefail; $2"; }
 
 TOOLS="dpkg-dev lintian systemd fakeroot libc6:arm64 libssl3t64:arm64 libmosquitto1:arm64 libstdc++6:arm64 libgcc-s1:arm64"

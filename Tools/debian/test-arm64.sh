@@ -5,21 +5,20 @@
 # and pairing (test_pairing.py: libcrypto.so.3, opened with dlopen, is Debian
 # 13's arm64 one), Bumble's controllers, with ATTLED_BIN the arm64 build (the
 # one make deb packages) and Debian 13's arm64 libraries from the sysroot
-# (QEMU_LD_PREFIX).
+# (QEMU_LD_PREFIX). Sets up what it needs itself (common.sh's setup_debian),
+# make arm64 included; the Python venv is the Makefile's (make setup). Needs root.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-SYSROOT=${DEBIAN_CACHE:-$ROOT/.build/debian}/trixie-amd64/sysroot-arm64
-BIN=$ROOT/.build/arm64/release/attled
+# One private mount namespace for the set-up, make arm64 and the tests: the
+# binfmt_misc mount (and, where binfmt_misc is per user namespace, the
+# qemu-aarch64 registration that lives as long as that mount) and the chroot's
+# binds stay while the tests run and end with them.
+if [ -z "${ATTLED_UNSHARED:-}" ]; then exec env ATTLED_UNSHARED=1 unshare -m --propagation private "$0" "$@"; fi
+NAME=test-arm64
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+setup_debian
+[ -x "$ROOT/.venv/bin/python" ] || die "no Python venv in $ROOT/.venv: run make test-arm64 (it makes it: make setup)"
 "$ROOT/Tools/debian/arm64.sh"
-# qemu-aarch64 registered here, in this mount namespace: arm64.sh's
-# registration, made in its private one, can end with it (a binfmt_misc
-# instance outside the initial user namespace lives as long as its mount).
-if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
-    mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
-    update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
-fi
-[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || { echo "test-arm64: error: qemu-aarch64 is not registered in binfmt_misc (qemu-user-static, binfmt-support; see arm64.sh)"; exit 1; }
 cd "$ROOT"
-QEMU_LD_PREFIX=$SYSROOT ATTLED_BIN=$BIN timeout 1800 "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider -k "not rootcanal" \
+QEMU_LD_PREFIX=$CHROOT$SYSROOT ATTLED_BIN=$ROOT/.build/arm64/release/attled timeout 1800 "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider -k "not rootcanal" \
     Tests/integration/test_led.py Tests/integration/test_multi.py Tests/integration/test_scan.py Tests/integration/test_cache.py \
     Tests/integration/test_pairing.py
