@@ -164,16 +164,20 @@ public struct BondStore: Sendable {
     /// - Returns: nil when it cannot be stored (the run then makes one up for itself).
     public func localStaticAddress(make: () -> BDAddress) -> BDAddress? {
         let p = directory + "/local-address"
-        if let raw = SystemIO.readFile(p, limit: 64),
-           let line = String(decoding: raw, as: UTF8.self).split(separator: "\n").first,
-           let a = BDAddress(String(line)), a.randomKind == "static" {
-            return a
-        }
+        if let a = keptStaticAddress() { return a }
         let a = make()
         do {
             try makeDirectory()
             try writeAtomically(p, Array((a.description + "\n").utf8))
         } catch { return nil }
+        return a
+    }
+
+    /// The static random address kept in `local-address`, if there is one (nothing is made).
+    public func keptStaticAddress() -> BDAddress? {
+        guard let raw = SystemIO.readFile(directory + "/local-address", limit: 64),
+              let line = String(decoding: raw, as: UTF8.self).split(separator: "\n").first,
+              let a = BDAddress(String(line)), a.randomKind == "static" else { return nil }
         return a
     }
 

@@ -312,6 +312,7 @@ public final class DeviceKeeper {
     /// tried again after the backoff.
     public func setupFailed(_ device: KeptDevice) {
         guard let link = device.link else { return }
+        device.setupRefused = true
         _ = link.startDisconnect()
     }
 

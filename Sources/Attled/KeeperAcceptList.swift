@@ -25,8 +25,8 @@ public enum ReconnectPath: Equatable, Sendable {
 /// and reconnects by scanning from then on. Peer_Address names the device
 /// that went down first, so even such a controller reconnects that one at once.
 extension DeviceKeeper {
-    /// Reads the accept list's size and the LE states of a (new) stack, then
-    /// logs the path and arms the connect.
+    /// Reads the accept list's size of a (new) stack (its LE states came
+    /// with the initialisation), then logs the path and arms the connect.
     func chooseReconnectPath(_ stack: BLEStack) {
         reconnectPath = .unknown
         let info = stack.info
@@ -35,22 +35,17 @@ extension DeviceKeeper {
         guard info.supportsAcceptList else {
             return setPath(.scanning(why: "the controller lists no Filter Accept List commands"))
         }
-        let states: Future<LEStates?> = info.supportsReadSupportedStates
-            ? stack.host.submit(.leReadSupportedStates).map { rp in try? LEStates.decode(Array(rp.dropFirst())) }.recover { _ in Future(value: nil) }
-            : Future(value: nil)
         stack.host.submit(.leReadFilterAcceptListSize)
-            .flatMap { rp in states.map { (rp, $0) } }
             .whenComplete { [weak self, weak stack] r in
                 guard let self, let stack, self.stack === stack else { return }
                 switch r {
                 case .failure(let e):
                     self.noteControllerError(e)
                     self.setPath(.scanning(why: "LE Read Filter Accept List Size failed (\(e))"))
-                case .success(let (rp, st)):
+                case .success(let rp):
                     let size = rp.count >= 2 ? Int(rp[1]) : 0
                     if size == 0 { return self.setPath(.scanning(why: "the controller's Filter Accept List holds no entry")) }
-                    let beside = st.map { $0.activeScanWhileInitiating || $0.passiveScanWhileInitiating } ?? false
-                    self.setPath(.acceptList(size: size, scanBeside: beside))
+                    self.setPath(.acceptList(size: size, scanBeside: info.scansWhileInitiating))
                 }
             }
     }
@@ -75,10 +70,11 @@ extension DeviceKeeper {
         return stack.central.acceptListConnect != nil || acceptArming
     }
 
-    /// A kept device: set up once, not on demand, and allowed to connect now.
+    /// A kept device whose address is known from a link it had, whatever
+    /// phase that link was lost in (set up or not), not on demand.
     func reconnectsFromAcceptList(_ dev: KeptDevice) -> Bool {
         guard policy.reconnect, case .acceptList = reconnectPath else { return false }
-        return dev.connectedAt != nil && dev.mode == .kept
+        return (dev.connectedAt != nil || dev.downAt != nil) && dev.mode == .kept
     }
 
     /// Brings the pending accept-list connect in line with the kept devices

@@ -55,16 +55,22 @@ extension DeviceKeeper {
         // The controller initiates one connection at a time: this one goes
         // after the accept-list connect, which is armed again once it is done.
         if st.central.acceptListConnect != nil { st.central.cancelAcceptListConnect() }
-        // One connection attempt at a time, and no scan beside it.
-        let scanStop: Future<Void> = st.central.isScanning ? st.central.stopScanning() : .done
+        // One connection attempt at a time. A controller that scans and
+        // initiates at once goes on scanning for the devices not yet heard
+        // (a scan no longer wanted is stopped after the connect is sent, off
+        // the critical path); any other stops scanning first.
+        let beside = scansBesideConnect
+        let scanStop: Future<Void> = !beside && scanOnOrStarting(st) ? st.central.stopScanning() : .done
         scanStop.recover { _ in .done }
-            .flatMap { [policy, deadline] () -> Future<Link?> in
+            .flatMap { [policy, deadline, weak self] () -> Future<Link?> in
                 var timeoutMs = dev.connectTimeoutMs ?? policy.connectTimeoutMs
                 if let d = deadline { timeoutMs = max(1, min(timeoutMs, Instant.now().msUntil(d))) }
                 // A connection given up earlier may have completed while the
                 // scan stopped (adopted through adoptUnrequested): no second one.
                 if dev.link != nil { return Future(value: nil) }
-                return st.startConnect(to: dev.address, timeoutMs: timeoutMs, parameters: policy.parameters).map { Optional($0) }
+                let f = st.startConnect(to: dev.address, timeoutMs: timeoutMs, parameters: policy.parameters).map { Optional($0) }
+                self?.stopUnwantedScan()
+                return f
             }
             .whenComplete { [weak self] r in
                 guard let self else { return }
@@ -139,9 +145,25 @@ extension DeviceKeeper {
         }
     }
 
-    /// Scans while some wanted device may be out there and no connection is pending.
+    /// Whether the controller scans beside a pending connect (LE_States bit 22 or 23).
+    var scansBesideConnect: Bool { stack?.info.scansWhileInitiating ?? false }
+
+    func scanOnOrStarting(_ st: BLEStack) -> Bool { st.central.isScanning || st.central.scanStarting != nil }
+
+    /// Stops a scan nobody wants any more (every target heard).
+    func stopUnwantedScan() {
+        guard let st = stack, scanOnOrStarting(st), !scanWanted() else { return }
+        st.central.stopScanning().whenFailure { [weak self] e in self?.noteControllerError(e) }
+    }
+
+    /// Links lost in set-up, in a row, that are reconnected without backoff.
+    static let setUpLossesBeforeBackoff = 3
+
+    /// Scans while some wanted device may be out there and no connection is
+    /// pending (beside a pending one, when the controller can).
     func ensureScanning() {
-        guard let st = stack, !stopping, connecting == nil, !st.central.isScanning, !scanPausedForAcceptList, scanWanted() else { return }
+        guard let st = stack, !stopping, connecting == nil || scansBesideConnect, !scanOnOrStarting(st),
+              !scanPausedForAcceptList, scanWanted() else { return }
         if let max = policy.maxLinks, linkCount >= max { return }
         st.central.startScanning(active: policy.activeScan).whenComplete { [weak self] r in
             guard let self else { return }
@@ -190,11 +212,17 @@ extension DeviceKeeper {
             if !stopping { ensureScanning() }
             return
         }
+        let lostInSetUp = dev.state == .settingUp && !dev.setupRefused
+        dev.setupRefused = false
         dev.state = .backingOff(until: Instant.now().adding(ms: dev.backoff.next()))
-        // From the accept list a device that was ready comes back at once: a
-        // pending connect costs nothing until it advertises (backoff only
-        // after a setup that failed).
-        if reconnectsFromAcceptList(dev), dev.attempts == 0 { dev.state = .wanted }
+        // From the accept list a device that was ready, or whose link was
+        // lost while it was being set up (a lamp flickering at switch-on),
+        // comes back at once: a pending connect costs nothing until it
+        // advertises. Backoff after a setup the owner gave up, or after
+        // `Self.setUpLossesBeforeBackoff` links in a row lost in set-up.
+        if reconnectsFromAcceptList(dev), dev.attempts == 0 || (lostInSetUp && dev.attempts <= Self.setUpLossesBeforeBackoff) {
+            dev.state = .wanted
+        }
         emit(.linkDown(dev, reason: reason, planned: false))
         if stopping { return }
         armAcceptList()

@@ -40,6 +40,8 @@ public final class KeptDevice {
     public internal(set) var downAt: Instant?
     var backoff: Backoff
     var releaseTimer: HostToken?
+    /// The owner gave its set-up up (`setupFailed`): the drop that follows backs off.
+    var setupRefused = false
     /// Its own connect timeout (`DeviceKeeper.reach`), instead of the policy's.
     var connectTimeoutMs: Int?
 

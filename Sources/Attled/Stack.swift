@@ -34,6 +34,10 @@ public final class BLEStack {
     /// The GAP peripheral role: advertising, and the connections made to us
     /// (`advertiser.onConnection { stack.attach($0) ... }`).
     public let advertiser: Advertiser
+    /// Our identity for this controller (nil: none kept).
+    public let identity: ControllerIdentity?
+    /// The bonds of that identity (nil: none kept).
+    public var bonds: BondStore? { identity?.bonds }
     /// Live links made through this stack, by connection handle.
     public private(set) var links: [UInt16: Link] = [:]
     private var closed = false
@@ -47,7 +51,7 @@ public final class BLEStack {
     /// - Returns: a ready stack.
     /// - Throws: `TransportError` (cannot open), `HCIError` (initialisation failed).
     public static func open(_ spec: String, loop: EventLoop = EventLoop(), observers: [PacketObserver] = [],
-                            ownAddress: BDAddress? = nil, identity: BondStore? = nil) throws -> BLEStack {
+                            ownAddress: BDAddress? = nil, identity: ControllerIdentity? = nil) throws -> BLEStack {
         let t = try TransportSpec.parse(spec).open()
         do {
             return try BLEStack(transport: t, loop: loop, observers: observers, ownAddress: ownAddress, identity: identity)
@@ -61,19 +65,21 @@ public final class BLEStack {
     /// init sequence; a static random address when it has no public one).
     /// - Parameters:
     ///   - ownAddress: a static random address to use whatever the controller has.
-    ///   - identity: where our own static random address is kept across runs
-    ///     (for a controller with neither a public nor a static address of its
-    ///     own); nil: a new one for every run, which bonded devices will not recognise.
+    ///   - identity: our identity for this controller (`Identities`): where our
+    ///     own static random address is kept across runs (for a controller with
+    ///     neither a public nor a static address of its own), the bonds made
+    ///     with it and its remembered description; nil: a new address for every
+    ///     run, which bonded devices will not recognise, and every description read.
     ///   - others: see `open`.
     /// - Throws: `HCIError`.
     public init(transport: HCITransport, loop: EventLoop = EventLoop(), observers: [PacketObserver] = [],
-                ownAddress: BDAddress? = nil, identity: BondStore? = nil) throws {
+                ownAddress: BDAddress? = nil, identity: ControllerIdentity? = nil) throws {
         self.transport = transport
+        self.identity = identity
         let h = HCIHost(transport: transport, loop: loop)
         h.observers = observers
         host = h
-        info = try h.initialise(randomAddress: ownAddress,
-                                storedAddress: identity.map { store in { store.localStaticAddress(make: HCIHost.makeStaticRandomAddress) } })
+        info = try h.initialise(randomAddress: ownAddress, memory: identity)
         central = Central(host: h, info: info)
         advertiser = Advertiser(central: central)
     }

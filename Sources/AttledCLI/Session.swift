@@ -26,8 +26,13 @@ final class Session {
     var tracer: Tracer?
     var snoop: BtsnoopWriter?
     var cache: GATTCache?
-    /// Where bonds are kept (pairing keys).
+    /// Where bonds are kept (pairing keys): the state directory until the
+    /// controller is open, then the folder of our identity for it.
     var bonds: BondStore
+    /// The state directory (`BondStore.defaultDirectory`), where `Identities` keeps one identity per controller.
+    var stateRoot: String
+    /// Our identity for the run's controller, taken when it is first initialised (kept when it is reopened).
+    var identity: ControllerIdentity?
     /// The device jobs of set/get/send/listen, in target order.
     var jobs: [DeviceJob] = []
     /// Links whose timing summary --trace prints at the end.
@@ -50,7 +55,8 @@ final class Session {
         self.environment = environment
         report = Report(prefix: "", quiet: opts.quiet || opts.command == .ui)
         if !opts.noCache { cache = GATTCache(directory: GATTCache.defaultDirectory(environment)) }
-        bonds = BondStore(directory: BondStore.defaultDirectory(environment))
+        stateRoot = BondStore.defaultDirectory(environment)
+        bonds = BondStore(directory: stateRoot)
     }
 
     var deadline: Instant { start.adding(ms: opts.timeoutMs ?? Self.defaultTimeoutMs) }
@@ -176,7 +182,10 @@ final class Session {
                 cache = GATTCache(directory: GATTCache.defaultDirectory(cenv))
             }
             // The user's own state directory: after the drop, /var/lib is not ours.
-            if environment["XDG_STATE_HOME"] == nil { bonds = BondStore(directory: BondStore.defaultDirectory(env)) }
+            if environment["XDG_STATE_HOME"] == nil {
+                stateRoot = BondStore.defaultDirectory(env)
+                bonds = BondStore(directory: stateRoot)
+            }
             if opts.trace != .off {
                 progress("dropped root privileges: now uid \(d.uid) gid \(d.gid)" + (d.restorer != nil ? "; a root helper will bring \(t.name) back up" : ""))
             }
@@ -185,7 +194,9 @@ final class Session {
         let i = try makeStack(t).info
         if opts.trace != .off {
             let v = i.version.map { "Bluetooth \(LocalVersion.coreVersionName($0.hciVersion)), manufacturer 0x\(Hex.int($0.manufacturer, width: 4))" } ?? "version unknown"
-            progress("controller on \(t.name): \(v), own address \(i.ownAddress.address) (\(i.ownAddressSource == .publicAddress ? "public" : "random, \(i.ownAddressSource.rawValue)")), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)")
+            let kept = identity?.entry.map { ", identity \($0.folder == "." ? stateRoot : $0.path(in: stateRoot))" } ?? ""
+            let recalled = i.recalled ? ", description remembered" : ""
+            progress("controller on \(t.name): \(v)\(recalled), own address \(i.ownAddress.address) (\(i.ownAddressSource == .publicAddress ? "public" : "random, \(i.ownAddressSource.rawValue)")), ACL \(i.aclBuffers.aclLength) bytes x \(i.aclBuffers.aclPackets)\(kept)")
         }
         report.end()
     }
@@ -234,7 +245,12 @@ final class Session {
     @discardableResult
     func makeStack(_ t: HCITransport) throws -> BLEStack {
         let observers: [PacketObserver] = [tracer as PacketObserver?, snoop as PacketObserver?].compactMap { $0 }
-        let st = try BLEStack(transport: t, loop: loop, observers: observers, ownAddress: opts.ownAddress, identity: bonds)
+        let id = identity ?? ControllerIdentity(identities: Identities(root: stateRoot),
+                                                controllerKey: (opts.transport ?? .userChannel(index: 0)).controllerKey())
+        identity = id
+        let st = try BLEStack(transport: t, loop: loop, observers: observers, ownAddress: opts.ownAddress, identity: id)
+        if let b = st.bonds { bonds = b }
+        if let p = id.problem { progress("warning: no identity kept for this controller (\(p)); set XDG_STATE_HOME to a writable directory") }
         st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
         // A one-shot job's few short PDUs gain nothing from the 2M PHY (one
         // packet per connection event either way); links that stay up or

@@ -7,20 +7,25 @@ extension Central {
 
     /// Starts scanning (active by default) with duplicate filtering off in the
     /// controller, so scan responses and changes are seen; de-duplication is
-    /// done here. Forgets the devices heard before.
+    /// done here. Forgets the devices heard before. While a start is under
+    /// way, another joins it (nothing is sent twice).
     /// - Returns: a future that succeeds once the controller enabled scanning.
     public func startScanning(active: Bool = true, intervalMs: Double = 10, windowMs: Double = 10, filterDuplicates: Bool = false) -> Future<Void> {
+        if let starting = scanStarting { return starting }
         devices.removeAll(); order.removeAll(); fragments.removeAll(); pendingChecks.removeAll()
         let p = LEScanParameters(active: active, interval: Self.units625(intervalMs), window: Self.units625(min(windowMs, intervalMs)),
                                  ownAddressType: info.ownAddress.type, filterPolicy: 0)
         let ext = useExtendedCommands
-        return host.submit(ext ? p.extendedCommand : p.command).flatMap { [weak self] _ -> Future<Void> in
+        let start = host.submit(ext ? p.extendedCommand : p.command).flatMap { [weak self] _ -> Future<Void> in
             guard let self else { return .done }
             // Marked before the enable is answered: whatever interrupts the wait, clean-up disables scanning.
             self.isScanning = true
             return self.host.submit(ext ? .leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates)
                                         : .leSetScanEnable(true, filterDuplicates: filterDuplicates)).map { _ in }
         }
+        scanStarting = start
+        start.whenComplete { [weak self] _ in if self?.scanStarting === start { self?.scanStarting = nil } }
+        return scanStarting ?? start
     }
 
     /// Starts scanning unless it is on already (keeping the devices heard).
@@ -38,6 +43,10 @@ extension Central {
     /// Stops scanning (nothing to do when not scanning).
     /// - Returns: a future that succeeds once the controller disabled scanning.
     public func stopScanning() -> Future<Void> {
+        // A start under way is let finish, then stopped (else it would leave the scan on).
+        if let starting = scanStarting {
+            return starting.recover { _ in .done }.flatMap { [weak self] in self?.stopScanning() ?? .done }
+        }
         guard isScanning else { return .done }
         isScanning = false
         return host.submit(useExtendedCommands ? .leSetExtendedScanEnable(false, filterDuplicates: false)

@@ -18,6 +18,9 @@ public final class Central {
     public internal(set) var order: [DeviceAddress] = []
     /// True between `startScan` and `stopScan`.
     public internal(set) var isScanning = false
+    /// A scan being started (LE Set Scan Parameters sent, the enable not yet
+    /// answered): a second start joins it instead of sending both commands again.
+    public internal(set) var scanStarting: Future<Void>?
     /// Use the extended scan/connect commands (Core 5.0+) instead of the legacy ones.
     public var useExtendedCommands = false
     // MARK: subscriptions (the API is in Central+Events.swift)

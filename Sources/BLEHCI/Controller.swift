@@ -11,9 +11,12 @@ public struct ControllerInfo: Sendable {
     /// Where `ownAddress` came from.
     public var ownAddressSource: OwnAddressSource = .publicAddress
     public var supportedCommands: [UInt8] = []
-    public var features: UInt64 = 0
     public var leFeatures: UInt64 = 0
     public var aclBuffers = BufferSize(aclLength: 27, aclPackets: 1)
+    /// LE_States (nil: not listed, or not answered).
+    public var leStates: LEStates?
+    /// The commands, features, buffers and states came from a `ControllerMemory`, not from the controller.
+    public var recalled = false
 
     /// Read Local Supported Commands bit (Core Vol 4 Part E 6.27): octet, bit.
     public func supports(octet: Int, bit: Int) -> Bool {
@@ -37,6 +40,9 @@ public struct ControllerInfo: Sendable {
     }
     /// LE Read Supported States listed (octet 28 bit 3).
     public var supportsReadSupportedStates: Bool { supports(octet: 28, bit: 3) }
+    /// The controller scans and initiates at once (LE_States bit 22 or 23):
+    /// scanning goes on beside a pending LE Create Connection.
+    public var scansWhileInitiating: Bool { leStates.map { $0.activeScanWhileInitiating || $0.passiveScanWhileInitiating } ?? false }
     /// LE Set Data Length listed (octet 33 bit 6) and LE Data Packet Length Extension in the LE features (bit 5).
     public var supportsDataLength: Bool { supports(octet: 33, bit: 6) && leFeatures & (1 << 5) != 0 }
     /// LE Set PHY listed (octet 35 bit 6) and LE 2M PHY in the LE features (bit 8).
@@ -83,40 +89,44 @@ public enum ZephyrVendor {
 
 extension HCIHost {
     /// The controller initialisation sequence (PROTOCOL.md "Initialisation"):
-    /// Reset, Read Local Version Information, Read Local Supported Commands,
-    /// Read Local Supported Features, LE Read Local Supported Features,
-    /// Read BD_ADDR, Set Event Mask, LE Set Event Mask, LE Read Buffer Size
-    /// (Read Buffer Size when the LE size is 0), and LE Set Random Address when
-    /// the controller has no public address. Commands that are optional for a
-    /// controller are tolerated when rejected.
+    /// Reset, Read Local Version Information, Read BD_ADDR; then, unless
+    /// `memory` remembers this controller (same version and address), Read
+    /// Local Supported Commands, LE Read Local Supported Features, LE Read
+    /// Buffer Size (Read Buffer Size when the LE size is 0) and LE Read
+    /// Supported States (when listed); then Set Event Mask, LE Set Event Mask,
+    /// and LE Set Random Address when the controller has no public address.
+    /// Commands that are optional for a controller are tolerated when rejected.
+    /// - Parameters:
+    ///   - randomAddress: a static random address to use whatever the controller has (`--own-address`).
+    ///   - memory: what earlier runs learnt of this controller, and the host's
+    ///     kept static address for a controller with neither a public nor a
+    ///     static address of its own; nil reads everything and makes an
+    ///     address up for this run.
     /// - Throws: `HCIError` when a required command fails or times out, or the
     ///   transport fails; `WireError` when LE Read Buffer Size or Read Buffer Size
     ///   returns parameters too short to decode.
-    ///   - randomAddress: a static random address to use whatever the controller has (`--own-address`).
-    ///   - storedAddress: when the controller has neither a public nor a static
-    ///     address of its own: the host's kept identity (made and stored on the
-    ///     first call); nil makes one up for this run.
-    public func initialise(randomAddress: BDAddress? = nil, storedAddress: (() -> BDAddress?)? = nil) throws -> ControllerInfo {
+    public func initialise(randomAddress: BDAddress? = nil, memory: ControllerMemory? = nil) throws -> ControllerInfo {
         var info = ControllerInfo()
         try execute(.reset, timeoutMs: max(commandTimeoutMs, 3000))
         if let rp = try? execute(.readLocalVersion) { info.version = try? LocalVersion.decode(rp) }
-        if let rp = try? execute(.readLocalSupportedCommands), rp.count >= 65 { info.supportedCommands = Array(rp[1..<65]) }
-        if let rp = try? execute(.readLocalSupportedFeatures), rp.count >= 9 {
-            var r = ByteReader(Array(rp[1...])); info.features = (try? r.u64()) ?? 0
-        }
-        if let rp = try? execute(.leReadLocalSupportedFeatures), rp.count >= 9 {
-            var r = ByteReader(Array(rp[1...])); info.leFeatures = (try? r.u64()) ?? 0
-        }
         let bd = try execute(.readBDADDR)
         if bd.count >= 7 { info.publicAddress = BDAddress(wire: Array(bd[1..<7])) }
+        if let known = memory?.recall(version: info.version, publicAddress: info.publicAddress),
+           known.describes(version: info.version, publicAddress: info.publicAddress) {
+            info.supportedCommands = known.supportedCommands
+            info.leFeatures = known.leFeatures
+            info.aclBuffers = known.aclBuffers
+            info.leStates = known.leStates
+            info.recalled = true
+        } else {
+            try readDescription(&info)
+            if let v = info.version, info.supportedCommands.count == 64 {
+                memory?.remember(ControllerDescription(version: v, publicAddress: info.publicAddress, supportedCommands: info.supportedCommands,
+                                                       leFeatures: info.leFeatures, aclBuffers: info.aclBuffers, leStates: info.leStates))
+            }
+        }
         try execute(.setEventMask(EventMasks.standard))
         try execute(.leSetEventMask(EventMasks.le))
-        let le = try BufferSize.decodeLE(try execute(.leReadBufferSize))
-        if le.aclLength == 0 || le.aclPackets == 0 {
-            info.aclBuffers = try BufferSize.decodeBREDR(try execute(.readBufferSize))
-        } else {
-            info.aclBuffers = le
-        }
         setACLBuffers(length: Int(info.aclBuffers.aclLength), packets: Int(info.aclBuffers.aclPackets))
         if let fixed = randomAddress {
             try execute(.leSetRandomAddress(fixed))
@@ -125,7 +135,7 @@ extension HCIHost {
         } else if info.publicAddress.isZero {
             let (a, source): (BDAddress, OwnAddressSource)
             if let z = zephyrStaticAddress(info) { (a, source) = (z, .controllerStatic) }
-            else if let kept = storedAddress?() { (a, source) = (kept, .stored) }
+            else if let kept = memory?.staticAddress() { (a, source) = (kept, .stored) }
             else { (a, source) = (Self.makeStaticRandomAddress(), .generated) }
             try execute(.leSetRandomAddress(a))
             info.ownAddress = DeviceAddress(a, .random)
@@ -134,6 +144,24 @@ extension HCIHost {
             info.ownAddress = DeviceAddress(info.publicAddress, .public)
         }
         return info
+    }
+
+    /// The reads a remembered description spares: the commands the
+    /// controller lists, its LE features, its ACL buffers and its LE states.
+    private func readDescription(_ info: inout ControllerInfo) throws {
+        if let rp = try? execute(.readLocalSupportedCommands), rp.count >= 65 { info.supportedCommands = Array(rp[1..<65]) }
+        if let rp = try? execute(.leReadLocalSupportedFeatures), rp.count >= 9 {
+            var r = ByteReader(Array(rp[1...])); info.leFeatures = (try? r.u64()) ?? 0
+        }
+        let le = try BufferSize.decodeLE(try execute(.leReadBufferSize))
+        if le.aclLength == 0 || le.aclPackets == 0 {
+            info.aclBuffers = try BufferSize.decodeBREDR(try execute(.readBufferSize))
+        } else {
+            info.aclBuffers = le
+        }
+        if info.supportsReadSupportedStates, let rp = try? execute(.leReadSupportedStates) {
+            info.leStates = try? LEStates.decode(Array(rp.dropFirst()))
+        }
     }
 
     /// A Zephyr controller's own static address (kept in its FICR/flash, the

@@ -71,3 +71,72 @@ public struct SystemError: Error, Equatable, Sendable {
     /// Wraps an errno value such as `EIO`.
     public init(_ code: Int32) { self.code = code }
 }
+
+extension SystemIO {
+    /// Opens (creating, mode 0600) and locks `path` exclusively without
+    /// waiting (flock): the lock lasts as long as the returned descriptor is
+    /// open (`unlock`), or the process lives.
+    /// - Returns: the descriptor; nil when another open file holds the lock
+    ///   (or the file cannot be opened).
+    public static func tryLock(_ path: String) -> Int32? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return nil }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { close(fd); return nil }
+        return fd
+    }
+
+    /// Opens and locks `path` exclusively, waiting for it (a short critical
+    /// section of another process: an index file being rewritten).
+    /// - Returns: the descriptor, or nil when the file cannot be opened.
+    public static func lock(_ path: String) -> Int32? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return nil }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { close(fd); return nil }
+        }
+        return fd
+    }
+
+    /// Releases a lock taken by `tryLock` or `lock`.
+    public static func unlock(_ fd: Int32) { close(fd) }
+
+    /// The target of a symbolic link chain, or nil.
+    public static func realPath(_ path: String) -> String? {
+        guard let p = realpath(path, nil) else { return nil }
+        defer { free(p) }
+        return String(cString: p)
+    }
+}
+
+extension TransportSpec {
+    /// What tells this controller from another across runs, for keeping an
+    /// identity (a static random address, bonds) per controller: for `hciN`
+    /// the USB serial number where the kernel shows one, else the adapter's
+    /// place on its bus (`/sys/class/bluetooth/hciN/device`), else the index;
+    /// for the byte-stream transports, the spec itself.
+    /// - Parameter sysfs: the sysfs root (tests give their own).
+    public func controllerKey(sysfs: String = "/sys") -> String {
+        guard case let .userChannel(index) = self else { return description }
+        guard let dev = SystemIO.realPath("\(sysfs)/class/bluetooth/hci\(index)/device") else { return "hci\(index)" }
+        // The USB device (an interface's parent) may carry a serial number.
+        var dir = dev
+        for _ in 0..<3 {
+            if let serial = Self.line(dir + "/serial"), !serial.isEmpty {
+                return "usb:\(Self.line(dir + "/idVendor") ?? "?"):\(Self.line(dir + "/idProduct") ?? "?"):\(serial)"
+            }
+            guard let slash = dir.lastIndex(of: "/"), slash != dir.startIndex else { break }
+            dir = String(dir[..<slash])
+        }
+        let sysDevices = (SystemIO.realPath(sysfs) ?? sysfs) + "/devices/"
+        return "bus:" + (dev.hasPrefix(sysDevices) ? String(dev.dropFirst(sysDevices.count)) : dev)
+    }
+}
+
+extension TransportSpec {
+    /// A sysfs attribute's first line, without surrounding blanks.
+    static func line(_ path: String) -> String? {
+        guard let raw = SystemIO.readFile(path, limit: 256) else { return nil }
+        let first = String(decoding: raw, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).first ?? ""
+        return String(first.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" }).reversed())
+    }
+}

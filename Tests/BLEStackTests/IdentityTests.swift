@@ -13,6 +13,11 @@ struct IdentityTests {
     /// A fresh directory (the bond store tests' helper).
     func tempDir() -> String { BondStoreTests().tempDir() }
 
+    /// Our identity for a controller known by `key`, under the state directory `dir`.
+    static func identity(_ dir: String, key: String = "tcp:127.0.0.1:9000") -> ControllerIdentity {
+        ControllerIdentity(identities: Identities(root: dir), controllerKey: key)
+    }
+
     /// The initialisation script of HCIHostInitTests with a version reply of our choosing.
     static func controller(bdaddr: String = "00 00 00 00 00 00", version: String = "00 0c 34 12 0c 5f 00 78 56") -> ScriptedController {
         HCIHostInitTests.controller(bdaddr: bdaddr, version: version)
@@ -26,11 +31,12 @@ struct IdentityTests {
     @Test("with no public address, two stacks on one state directory use the same static random address, kept 0600")
     func sameAddressAcrossRuns() throws {
         let dir = tempDir() + "/state"
-        let store = BondStore(directory: dir)
         let first = Self.controller()
-        let a = try BLEStack(transport: first, identity: store)
+        let a = try BLEStack(transport: first, identity: Self.identity(dir))
+        // The next run, once the first has let its identity go.
+        a.identity?.release()
         let second = Self.controller()
-        let b = try BLEStack(transport: second, identity: store)
+        let b = try BLEStack(transport: second, identity: Self.identity(dir))
         #expect(a.info.ownAddress == b.info.ownAddress)
         #expect(a.info.ownAddress.type == .random && a.info.ownAddress.address.randomKind == "static")
         #expect(a.info.ownAddressSource == .stored && b.info.ownAddressSource == .stored)
@@ -57,7 +63,7 @@ struct IdentityTests {
     @Test("--own-address wins over the controller's public address and the stored one")
     func givenAddressWins() throws {
         let ctl = Self.controller(bdaddr: "55 44 33 22 11 c0")
-        let st = try BLEStack(transport: ctl, ownAddress: BDAddress("C1:02:03:04:05:06")!, identity: BondStore(directory: tempDir()))
+        let st = try BLEStack(transport: ctl, ownAddress: BDAddress("C1:02:03:04:05:06")!, identity: Self.identity(tempDir()))
         #expect(st.info.ownAddress == DeviceAddress(BDAddress("C1:02:03:04:05:06")!, .random))
         #expect(st.info.ownAddressSource == .given)
         #expect(try setRandomAddress(ctl) == [0x06, 0x05, 0x04, 0x03, 0x02, 0xC1])
@@ -67,7 +73,7 @@ struct IdentityTests {
     func publicAddressKept() throws {
         let dir = tempDir()
         let ctl = Self.controller(bdaddr: "55 44 33 22 11 c0")
-        let st = try BLEStack(transport: ctl, identity: BondStore(directory: dir))
+        let st = try BLEStack(transport: ctl, identity: Self.identity(dir))
         #expect(st.info.ownAddress == DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .public))
         #expect(!ctl.sentOpcodes.contains(0x2005))
         #expect(access(dir + "/local-address", F_OK) != 0)
@@ -82,7 +88,7 @@ struct IdentityTests {
         // One address, C7:66:55:44:33:22, with its 16-byte IR.
         ctl.when(h4("01 09 fc 00"), reply: [Ev.complete(HCIOpcode(rawValue: 0xFC09), [0x00, 0x01] + hex("22 33 44 55 66 c7") + [UInt8](repeating: 0xAB, count: 16))])
         let dir = tempDir()
-        let st = try BLEStack(transport: ctl, identity: BondStore(directory: dir))
+        let st = try BLEStack(transport: ctl, identity: Self.identity(dir))
         #expect(st.info.ownAddress == DeviceAddress(BDAddress("C7:66:55:44:33:22")!, .random))
         #expect(st.info.ownAddressSource == .controllerStatic)
         #expect(try setRandomAddress(ctl) == hex("22 33 44 55 66 c7"))
@@ -91,7 +97,7 @@ struct IdentityTests {
 
         // The same script without the Linux Foundation's company id: no vendor command at all.
         let other = Self.controller()
-        _ = try BLEStack(transport: other, identity: BondStore(directory: tempDir()))
+        _ = try BLEStack(transport: other, identity: Self.identity(tempDir()))
         #expect(!other.sentOpcodes.contains(0xFC02) && !other.sentOpcodes.contains(0xFC09))
     }
 
@@ -99,7 +105,7 @@ struct IdentityTests {
     func zephyrWithoutStaticAddresses() throws {
         let ctl = Self.controller(version: "00 0c 34 12 0c f1 05 78 56")
         ctl.when(h4("01 02 fc 00"), reply: [Ev.complete(HCIOpcode(rawValue: 0xFC02), [0x00, 0x07, 0x00] + [UInt8](repeating: 0, count: 62))])
-        let st = try BLEStack(transport: ctl, identity: BondStore(directory: tempDir()))
+        let st = try BLEStack(transport: ctl, identity: Self.identity(tempDir()))
         #expect(st.info.ownAddressSource == .stored)
         #expect(!ctl.sentOpcodes.contains(0xFC09))
     }

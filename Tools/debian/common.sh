@@ -124,7 +124,7 @@ make_chroot() {
     local t
     if [ ! -f "$CHROOT/.debootstrap-done" ]; then
         t=$(date +%s)
-        say "debootstrap trixie (amd64) into $CHROOT (about 3 min)"
+        say "debootstrap trixie (amd64) into $CHROOT"
         rm -rf "$CHROOT"
         timeout 1800 debootstrap --variant=minbase --components=main trixie "$CHROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
             || { tail -n 20 "$CACHE/debootstrap.log"; die "debootstrap failed (see $CACHE/debootstrap.log)"; }

@@ -28,11 +28,23 @@ class HostController(Controller):
              - HCI_Disconnect: the local Disconnection Complete carries 0x16
                (Connection Terminated By Local Host), unknown handle gives
                Command Status 0x02.
+
+    LE_States: Bumble's table leaves out bits 22 and 23 (passive and active
+    scanning combined with initiating), yet its controller goes on scanning
+    and reporting beside a pending LE Create Connection (its scan and its
+    pending connection are independent). Our host controllers list the
+    combination they carry out, so a host can rely on it;
+    ``stock_states=True`` keeps Bumble's table (the fallback's tests).
     """
 
+    SCAN_WHILE_INITIATING = (1 << 22) | (1 << 23)
+
     def __init__(self, name: str, link: LocalLink, public_address: str, legacy: bool, spec: bool,
-                 index: int = 0, faults: list[HostFault] | None = None):
+                 index: int = 0, faults: list[HostFault] | None = None, stock_states: bool = False):
         super().__init__(name, link=link, public_address=public_address)
+        if not stock_states:
+            states = int.from_bytes(Controller.le_states, "little") | self.SCAN_WHILE_INITIATING
+            self.le_states = states.to_bytes(8, "little")
         self.spec_mode = spec
         self.index = index
         self.faults: list[HostFault] = faults if faults is not None else []
