@@ -8,24 +8,44 @@ import BLETrace
 extension OptionSpec {
     public static let all: [OptionSpec] = transportAndTarget + valuesAndLinks + security + gateway + serving + output
 
-    static let onlyServe = "only applies to serve"
+    /// What a refusal says after "CMD does not take OPTION: " where more
+    /// helps than "OPTION only applies to ...": the option that does the
+    /// thing there, or why the option means nothing there. Options by their
+    /// first spelling; the first row that matches wins.
+    static let hints: [Hint] = [
+        Hint(["-a"], [.serve], "serve has no target; its own address is --own-address"),
+        Hint(["--service"], [.serve], "serve has no target; it advertises a service UUID with --advertise-uuid"),
+        Hint(["--pair", "--no-pair", "--no-repair"], [.serve],
+             "serve pairs when a client asks (--secure makes the LED need it, --sc-only refuses legacy pairing)"),
+        Hint(["--rgb"], [.scan], "scan only lists devices; set the colour with `set --rgb`"),
+        Hint(["-a", "--name"], [.bonds], "bonds lists every bond; remove one with `bonds --remove ADDR`"),
+        Hint(onController, [.bonds], "bonds opens no controller (it reads the bonds kept on disk)"),
+        Hint(onController, [.decode], "decode opens no controller (it reads a capture FILE)"),
+    ] + gateway.filter { $0.commands == [.gateway] }.map {
+        Hint([$0.names[0]], Set<Options.Command>.every.subtracting([.gateway]),
+             "\($0.longName) only applies to gateway, the bridge to MQTT (attled gateway --mqtt HOST[:PORT])")
+    }
+
+    /// The options about the controller itself (the transport, our address, the capture).
+    static let onController = ["-i", "--extended", "--own-address", "--btsnoop", "--trace"]
+
     static let serving: [OptionSpec] = [
         OptionSpec(["--gatt"], .value("FILE") { o, _, v in o.serve.gattFile = v },
-                   group: .serve, commands: [.serve], refusal: "--gatt " + onlyServe,
+                   group: .serve, commands: [.serve],
                    help: ["serve this database (attled gatt --json --values of a device: a clone), handle for handle"]),
         OptionSpec(["--advertise-name"], .value("NAME") { o, _, v in
             guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--advertise-name must be 1 to 248 bytes") }
             o.serve.advertiseName = v
-        }, group: .serve, commands: [.serve], refusal: "--advertise-name " + onlyServe, help: ["the name to advertise (default: --name, or the Device Name)"]),
+        }, group: .serve, commands: [.serve], help: ["the name to advertise (default: --name, or the Device Name)"]),
         OptionSpec(["--advertise-uuid"], .value("UUID") { o, flag, v in o.serve.advertiseUUIDs.append(try OptionValue.uuid(flag, v)) },
-                   group: .serve, commands: [.serve], refusal: "--advertise-uuid " + onlyServe,
+                   group: .serve, commands: [.serve],
                    help: ["a service UUID to advertise, repeatable (default: the first primary one that fits)"]),
-        OptionSpec(["--secure"], .none { o in o.serve.secure = true }, group: .serve, commands: [.serve], refusal: "--secure " + onlyServe,
+        OptionSpec(["--secure"], .none { o in o.serve.secure = true }, group: .serve, commands: [.serve],
                    help: ["put the LED characteristics and their CCCDs behind encryption (a client pairs)"]),
         OptionSpec(["--sc-only"], .none { o in o.serve.secureConnectionsOnly = true }, group: .serve, commands: [.serve],
-                   refusal: "--sc-only " + onlyServe, help: ["pair with LE Secure Connections only (legacy pairing refused)"]),
+                   help: ["pair with LE Secure Connections only (legacy pairing refused)"]),
         OptionSpec(["--conn-interval"], .value("MIN-MAX") { o, flag, v in o.serve.connectionParameters = try OptionValue.interval(flag, v) },
-                   group: .serve, commands: [.serve], refusal: "--conn-interval " + onlyServe,
+                   group: .serve, commands: [.serve],
                    help: ["ask each central for this connection interval in ms (7.5-4000) once it connected"]),
     ]
 
@@ -46,7 +66,9 @@ extension OptionSpec {
         OptionSpec(["--profile"], .value("pycom|particle|harness") { o, _, v in
             guard let p = LEDProfile.named(v) else { throw UsageError("--profile: unknown profile '\(v)' (pycom, particle, harness)") }
             o.led.profile = p
-        }, group: .profile, commands: Set<Options.Command>.led.union([.serve]), help: ["a built-in profile, not the detected one; serve: the board to play"]),
+        }, group: .profile, commands: Set<Options.Command>.led.union([.gatt, .read, .write, .serve]),
+           help: ["a built-in profile, not the detected one; serve: the board to play;",
+                  "gatt, read, write without a target: a device advertising its service"]),
         OptionSpec(["--red"], .value("UUID") { o, flag, v in o.led.red = try OptionValue.uuid(flag, v) },
                    group: .profile, commands: .led, help: ["the red characteristic of another RGB device"]),
         OptionSpec(["--green"], .value("UUID") { o, flag, v in o.led.green = try OptionValue.uuid(flag, v) },
@@ -61,7 +83,7 @@ extension OptionSpec {
             case .success(let c): o.led.rgb = c
             case .failure(let e): throw UsageError("--rgb: \(e.message)")
             }
-        }, group: .values, commands: [.set], refused: true, help: ["colour: 255,0,0 | #ff0000 | red, green, blue, white, off, ..."]),
+        }, group: .values, commands: [.set], help: ["colour: 255,0,0 | #ff0000 | red, green, blue, white, off, ..."]),
         OptionSpec(["--value"], .value("HEX") { o, _, v in
             guard let b = Hex.parse(v), !b.isEmpty, b.count <= 512 else { throw UsageError("--value: '\(v)' is not 1 to 512 hex bytes (e.g. 01 or 0x0103)") }
             o.value = b
@@ -72,9 +94,9 @@ extension OptionSpec {
                           "for read/write/listen on any device, send/get on an LED (default:",
                           "the profile's); --service UUID narrows a UUID to that service"]),
         OptionSpec(["--without-response"], .none { o in o.gattTool.withoutResponse = true },
-                   group: .values, commands: [.write], refused: true, help: ["write: use Write Command"]),
+                   group: .values, commands: [.write], help: ["write: use Write Command"]),
         OptionSpec(["--values"], .none { o in o.gattTool.values = true },
-                   group: .values, commands: [.gatt], refused: true, help: ["gatt: read every readable characteristic and descriptor"]),
+                   group: .values, commands: [.gatt], help: ["gatt: read every readable characteristic and descriptor"]),
         OptionSpec(["--count"], .value("N") { o, _, v in o.count = try OptionValue.positive("--count", v) },
                    group: .values, commands: [.listen], help: ["listen: stop after N notifications"]),
 
@@ -91,54 +113,51 @@ extension OptionSpec {
                                                        "address, else one made once and kept with the bonds)"]),
 
         OptionSpec(["-t", "--timeout"], .value("SECONDS") { o, flag, v in o.timeoutMs = try OptionValue.ms(flag, v, scale: 1000) },
-                   group: .timing, commands: .run, help: ["deadline for the whole run (scan: how long to scan)"]),
+                   group: .timing, commands: .oneShot, help: ["deadline for the whole run (scan: how long to scan)"]),
         OptionSpec(["--connect-timeout"], .value("MS") { o, flag, v in o.connectTimeoutMs = try OptionValue.ms(flag, v, scale: 1) },
                    group: .timing, commands: .linked, help: ["deadline for connecting (default 5000)"]),
         OptionSpec(["--att-timeout"], .value("MS") { o, flag, v in o.attTimeoutMs = try OptionValue.ms(flag, v, scale: 1) },
-                   group: .timing, commands: .linked, help: ["deadline per ATT transaction (default 3000)"]),
+                   group: .timing, commands: .linkedOneShot, help: ["deadline per ATT transaction (default 3000)"]),
 
         OptionSpec(["--no-cache"], .none { o in o.noCache = true },
                    group: .cache, commands: .connecting, help: ["do not use or update the GATT/address cache"]),
         OptionSpec(["--trust-cache"], .none { o in o.trustCache = true },
-                   group: .cache, commands: .linked, help: ["skip the Database Hash check of cached handles (saves a round trip)"]),
+                   group: .cache, commands: .led, help: ["skip the Database Hash check of cached handles (saves a round trip)"]),
     ]
 
     static let security: [OptionSpec] = [
         OptionSpec(["--pair"], .none { o in o.pair = .always },
-                   group: .security, commands: .connecting, help: ["pair (or encrypt with the stored bond) before anything else"]),
+                   group: .security, commands: .securing, help: ["pair (or encrypt with the stored bond) before anything else"]),
         OptionSpec(["--no-pair"], .none { o in o.pair = .never },
-                   group: .security, commands: .connecting,
+                   group: .security, commands: .securing,
                    help: ["never pair; by default attled pairs (LE Secure Connections, Just",
                           "Works; legacy if the device has no SC) when the device answers",
                           "Insufficient Authentication/Encryption or sends a Security Request,",
                           "and encrypts up front with a stored bond"]),
         OptionSpec(["--no-repair"], .none { o in o.noRepair = true },
-                   group: .security, commands: .connecting, help: ["when the device has forgotten the bond, fail instead of pairing again"]),
+                   group: .security, commands: .securing, help: ["when the device has forgotten the bond, fail instead of pairing again"]),
         OptionSpec(["--remove"], .value("ADDR") { o, _, v in
             guard let a = BDAddress(v.split(separator: ",").first.map(String.init) ?? "") else {
                 throw UsageError("--remove: '\(v)' is not an address like C0:11:22:33:44:55[,random|,public]")
             }
             o.removeBond = DeviceAddress(a, v.hasSuffix(",public") ? .public : .random)
-        }, group: .security, commands: [.bonds], refused: true,
+        }, group: .security, commands: [.bonds],
            help: ["bonds: remove the bond of ADDR[,public|,random] (an identity address,", "or a private address it resolves)"]),
     ]
 }
 
 extension OptionSpec {
-    /// What `--mqtt` and the broker's options say when given to another command.
-    static let onlyGateway = "--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca and --max-links only apply to gateway"
-
     static let gateway: [OptionSpec] = [
         OptionSpec(["--mqtt"], .value("HOST[:PORT]") { o, _, v in
             let b = try OptionValue.broker(v)
             o.gateway.mqttHost = b.host; o.gateway.mqttPort = b.port
-        }, group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["the MQTT broker (default port 1883)"]),
+        }, group: .gateway, commands: [.gateway], help: ["the MQTT broker (default port 1883)"]),
         OptionSpec(["--mqtt-user"], .value("U") { o, _, v in o.gateway.mqttUser = v },
-                   group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["the broker's user name"]),
+                   group: .gateway, commands: [.gateway], help: ["the broker's user name"]),
         OptionSpec(["--mqtt-password-file"], .value("F") { o, _, v in o.gateway.mqttPasswordFile = v },
-                   group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["the broker's password, read from the file F (needs --mqtt-user)"]),
+                   group: .gateway, commands: [.gateway], help: ["the broker's password, read from the file F (needs --mqtt-user)"]),
         OptionSpec(["--mqtt-tls-ca"], .value("PEM") { o, _, v in o.gateway.mqttTLSCA = v },
-                   group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["TLS to the broker, its certificate checked against the CA file PEM"]),
+                   group: .gateway, commands: [.gateway], help: ["TLS to the broker, its certificate checked against the CA file PEM"]),
         OptionSpec(["--topic-prefix"], .value("P") { o, _, v in o.gateway.topicPrefix = v },
                    group: .gateway, commands: [.gateway], help: ["topic prefix (default attled)"]),
         OptionSpec(["--discovery-prefix"], .value("P") { o, _, v in o.gateway.discoveryPrefix = v },
@@ -146,15 +165,16 @@ extension OptionSpec {
         OptionSpec(["--gateway-id"], .value("ID") { o, _, v in o.gateway.gatewayID = v },
                    group: .gateway, commands: [.gateway], help: ["this gateway's id in topics (default gateway)"]),
         OptionSpec(["--max-links"], .value("N") { o, _, v in o.gateway.maxLinks = try OptionValue.positive("--max-links", v) },
-                   group: .gateway, commands: [.gateway], refusal: onlyGateway, help: ["at most N links at once"]),
+                   group: .gateway, commands: [.gateway], help: ["at most N links at once"]),
         OptionSpec(["--no-accept-list"], .none { o in o.gateway.noAcceptList = true },
-                   group: .gateway, commands: [.gateway, .ui], refusal: "--no-accept-list only applies to gateway and ui",
+                   group: .gateway, commands: [.gateway, .ui],
                    help: ["gateway, ui: reconnect by scanning, not from the controller's Filter Accept List"]),
     ]
 
     static let output: [OptionSpec] = [
         OptionSpec(["--json"], .none { o in o.json = true }, group: .output,
-                   commands: [.set, .scan, .get, .send, .listen, .gatt, .read, .write, .bonds, .serve], help: ["machine-readable output on stdout (serve: one JSON object per event)"]),
+                   commands: Set<Options.Command>.controller.union([.bonds]),
+                   help: ["machine-readable output on stdout (serve: one JSON object per event;", "gateway: one object if it fails; ui: one at the end)"]),
         OptionSpec(["-q", "--quiet"], .none { o in o.quiet = true }, group: .output, commands: .every, help: ["no progress lines on stderr"]),
         OptionSpec(["--trace"], .inline("[=hex|=keys]") { o, v in
             switch v {

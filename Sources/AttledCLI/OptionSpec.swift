@@ -52,26 +52,53 @@ public struct OptionSpec: Sendable {
     public let argument: Argument
     public let help: [String]
     public let group: Group
-    /// The commands it applies to (which `attled help CMD` lists it for).
+    /// The commands it applies to (which `attled help CMD` lists it for);
+    /// given to any other, it is refused (`refusal(for:)`).
     public let commands: Set<Options.Command>
-    /// The usage error when it is given to another command; nil: accepted and ignored there.
-    public let refusal: String?
     /// It ends parsing (--help, --version): nothing after it is read.
     public let endsParsing: Bool
 
-    /// - Parameter refused: true to refuse it elsewhere with "NAME only applies to CMDS";
-    ///   `refusal` gives another message (and implies it).
     init(_ names: [String], _ argument: Argument, group: Group, commands: Set<Options.Command>,
-         refused: Bool = false, refusal: String? = nil, endsParsing: Bool = false, help: [String]) {
+         endsParsing: Bool = false, help: [String]) {
         self.names = names
         self.argument = argument
         self.group = group
         self.commands = commands
         self.help = help
         self.endsParsing = endsParsing
+    }
+
+    /// The spelling refusals use: the first long one (`--address` for
+    /// `-a, --address`), else the first.
+    public var longName: String { names.first { $0.hasPrefix("--") } ?? names[0] }
+
+    /// The usage error when it is given to `command` and does not apply
+    /// there: "serve does not take --address: " and the hint of
+    /// `OptionSpec.hints` for that pair, else "--rgb only applies to set".
+    /// Nil where it applies.
+    public func refusal(for command: Options.Command) -> String? {
+        guard !commands.contains(command) else { return nil }
+        let why = Self.hints.first { $0.options.contains(names[0]) && $0.commands.contains(command) }?.text
+            ?? "\(longName) only applies to \(Self.list(commands))"
+        return "\(command.rawValue) does not take \(longName): \(why)"
+    }
+
+    /// Commands in the usage line's order: "set", "ui and gateway", "set, get and send".
+    static func list(_ commands: Set<Options.Command>) -> String {
         let listed = Options.Command.allCases.filter(commands.contains).map(\.rawValue)
-        let only = listed.count < 2 ? listed.joined() : listed.dropLast().joined(separator: ", ") + " and " + listed.last!
-        self.refusal = refusal ?? (refused ? "\(names[0]) only applies to \(only)" : nil)
+        return listed.count < 2 ? listed.joined() : listed.dropLast().joined(separator: ", ") + " and " + listed.last!
+    }
+
+    /// Where an option is refused with more than where it applies: the
+    /// option that does the thing there, or why it means nothing there.
+    struct Hint: Sendable {
+        /// First spellings.
+        let options: [String]
+        let commands: Set<Options.Command>
+        let text: String
+        init(_ options: [String], _ commands: Set<Options.Command>, _ text: String) {
+            self.options = options; self.commands = commands; self.text = text
+        }
     }
 
     /// The left column of its help: `-i, --transport, --device SPEC`.
@@ -99,10 +126,18 @@ extension Set where Element == Options.Command {
     static let controller: Set<Options.Command> = device.union([.serve])
     /// Every command that connects to a device.
     static let connecting: Set<Options.Command> = device.subtracting([.scan])
-    /// The commands that run to an end (all that open a transport but the gateway).
+    /// The commands that find their devices with a scan of their own (all
+    /// that open a transport but the gateway).
     static let run: Set<Options.Command> = device.subtracting([.gateway])
-    /// The commands that connect and run to an end.
+    /// The commands that run to an end, under one deadline (all that open a
+    /// transport but ui and the gateway).
+    static let oneShot: Set<Options.Command> = run.subtracting([.ui])
+    /// The commands that connect by themselves (the gateway's keeper has its own timing).
     static let linked: Set<Options.Command> = connecting.subtracting([.gateway])
+    /// The commands that connect and run to an end (their ATT transactions have a deadline).
+    static let linkedOneShot: Set<Options.Command> = linked.subtracting([.ui])
+    /// The commands that pair or encrypt with a bond (ui does neither).
+    static let securing: Set<Options.Command> = connecting.subtracting([.ui])
     /// The commands that work on an LED given by the options (through its profile).
     static let led: Set<Options.Command> = [.set, .get, .send, .listen, .ui]
     /// Every command but help and version.

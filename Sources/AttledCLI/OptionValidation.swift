@@ -1,8 +1,12 @@
-/// The checks that span options: what goes together, what a command needs,
-/// and the options refused where they do not apply (those whose declaration
-/// says so; the others are accepted and ignored, as they always were).
+/// The checks that span options: first every option given to a command it
+/// does not apply to (by its declaration's `commands`), then what goes
+/// together and what a command needs.
 extension Options {
     func validate() throws {
+        // First, so a misapplied option is what the user hears about (not, say, "send needs --value").
+        for spec in OptionSpec.all where given.contains(spec.names[0]) {
+            if let refusal = spec.refusal(for: command) { throw UsageError(refusal) }
+        }
         let custom = [led.red, led.green, led.blue].compactMap { $0 }.count
         if custom > 0 && custom < 3 { throw UsageError("--red, --green and --blue go together") }
         if custom == 3 && service == nil { throw UsageError("--red/--green/--blue need --service UUID for the service that holds them") }
@@ -29,9 +33,6 @@ extension Options {
             if (led.profile == nil) == (serve.gattFile == nil) { throw UsageError("serve needs one of --profile pycom|particle|harness or --gatt FILE") }
             if names.count > 1 { throw UsageError("serve plays one device: give one --name") }
         default: break
-        }
-        for spec in OptionSpec.all where given.contains(spec.names[0]) && !spec.commands.contains(command) {
-            if let refusal = spec.refusal { throw UsageError(refusal) }
         }
         if gateway.mqttPasswordFile != nil && gateway.mqttUser == nil { throw UsageError("--mqtt-password-file needs --mqtt-user") }
         if pair == .always && noRepair { throw UsageError("--pair and --no-repair exclude each other") }

@@ -155,18 +155,97 @@ struct OptionDeclarationTests {
         #expect(!Usage.text(for: .gateway).contains("Exit codes") && Usage.help.contains("Exit codes"))
     }
 
-    @Test("options refused where they do not apply keep their messages; the others are still accepted")
-    func refusals() {
-        #expect(message("get --rgb red") == "--rgb only applies to set")
-        #expect(message("get --colour red") == "--rgb only applies to set")
-        #expect(message("get --values") == "--values only applies to gatt")
-        #expect(message("read --char 0x10 --without-response") == "--without-response only applies to write")
-        #expect(message("get --remove C0:11:22:33:44:55") == "--remove only applies to bonds")
-        #expect(message("get --no-accept-list") == "--no-accept-list only applies to gateway and ui")
-        for flag in ["--mqtt h", "--mqtt-user u", "--mqtt-tls-ca ca", "--max-links 2"] {
-            #expect(message("get " + flag) == "--mqtt, --mqtt-user, --mqtt-password-file, --mqtt-tls-ca and --max-links only apply to gateway", "\(flag)")
+    /// What each command needs to parse, but the options under test: flag
+    /// and value (decode: its FILE).
+    static let needs: [Options.Command: [[String]]] = [
+        .set: [["--rgb", "red"]], .send: [["--value", "01"]], .read: [["--char", "0x10"]],
+        .write: [["--char", "0x10"], ["--value", "01"]], .gateway: [["--mqtt", "h"]],
+        .serve: [["--profile", "pycom"]], .decode: [["cap.btsnoop"]],
+    ]
+    /// What an option needs beside it where it applies.
+    static let companions: [String: [String]] = [
+        "--red": ["--service", "1800", "--green", "2a02", "--blue", "2a03"],
+        "--green": ["--service", "1800", "--red", "2a01", "--blue", "2a03"],
+        "--blue": ["--service", "1800", "--red", "2a01", "--green", "2a02"],
+        "--mqtt-password-file": ["--mqtt-user", "u"],
+    ]
+    /// A command's need an option takes the place of (serve plays --gatt or --profile).
+    static let replaces: [String: String] = ["--gatt": "--profile"]
+    /// Every option but --help and --version (which end parsing and apply everywhere).
+    static let walked = OptionSpec.all.filter { !$0.endsParsing }
+
+    /// The command line for `spec` given to `c`: what `c` needs, what the
+    /// option needs where it applies, and the option with its sample value.
+    static func line(_ c: Options.Command, _ spec: OptionSpec) -> [String]? {
+        guard let s = samples[spec.names[0]] else { return nil }
+        let applies = spec.commands.contains(c)
+        var args = [c.rawValue]
+        for need in needs[c] ?? [] where !(spec.names.contains(need[0]) || replaces[spec.names[0]] == need[0]) { args += need }
+        if applies { args += companions[spec.names[0]] ?? [] }
+        switch spec.argument {
+        case .none: args.append(spec.names[0])
+        case .inline: args.append(spec.names[0] + "=" + s.value!)
+        case .value: args += [spec.names[0], s.value!]
         }
-        #expect(message("--rgb red --topic-prefix x --gateway-id y --discovery-prefix z --count 2 --filter att --value 01") == nil)
+        return args
+    }
+
+    @Test("every option, given to every command: parsed where it applies, else refused naming the command and the option",
+          arguments: commandsWithOptions)
+    func everyPair(_ c: Options.Command) {
+        for spec in Self.walked {
+            guard let args = Self.line(c, spec) else { Issue.record("no sample for \(spec.names[0])"); continue }
+            let text = args.joined(separator: " ")
+            var parsed: Options?
+            var refusal: String?
+            do { parsed = try parse(args) } catch let e as UsageError { refusal = e.message } catch { refusal = "\(error)" }
+            if spec.commands.contains(c) {
+                #expect(refusal == nil, "\(text): \(refusal ?? "")")
+                let took = parsed.map { samples[spec.names[0]]!.check($0) } ?? false
+                #expect(took, "\(text)")
+            } else {
+                let wasParsed = parsed != nil
+                #expect(!wasParsed, "\(text) parsed")
+                #expect(refusal?.hasPrefix("\(c.rawValue) does not take \(spec.longName): ") == true, "\(text): \(refusal ?? "")")
+                #expect(refusal == spec.refusal(for: c), "\(text)")
+            }
+        }
+    }
+
+    @Test("refusals name the command and the option, and where another option does the thing, say which")
+    func refusals() {
+        // The issue's case: serve has no target.
+        #expect(message("serve --profile pycom --address C0:11:22:33:44:55")
+                == "serve does not take --address: serve has no target; its own address is --own-address")
+        #expect(message("serve --profile pycom -a C0:11:22:33:44:55")
+                == "serve does not take --address: serve has no target; its own address is --own-address")
+        #expect(message("serve --profile pycom --service 180d")
+                == "serve does not take --service: serve has no target; it advertises a service UUID with --advertise-uuid")
+        #expect(message("serve --profile pycom --pair")
+                == "serve does not take --pair: serve pairs when a client asks (--secure makes the LED need it, --sc-only refuses legacy pairing)")
+        #expect(message("scan --rgb red") == "scan does not take --rgb: scan only lists devices; set the colour with `set --rgb`")
+        #expect(message("bonds --address C0:11:22:33:44:55") == "bonds does not take --address: bonds lists every bond; remove one with `bonds --remove ADDR`")
+        #expect(message("bonds -i hci0") == "bonds does not take --transport: bonds opens no controller (it reads the bonds kept on disk)")
+        #expect(message("bonds --trace") == "bonds does not take --trace: bonds opens no controller (it reads the bonds kept on disk)")
+        #expect(message("decode cap.btsnoop --btsnoop x") == "decode does not take --btsnoop: decode opens no controller (it reads a capture FILE)")
+        for flag in ["--mqtt h", "--mqtt-user u", "--mqtt-password-file f", "--mqtt-tls-ca ca", "--topic-prefix p", "--discovery-prefix p", "--gateway-id g", "--max-links 2"] {
+            let name = String(flag.split(separator: " ")[0])
+            #expect(message("ui " + flag) == "ui does not take \(name): \(name) only applies to gateway, the bridge to MQTT (attled gateway --mqtt HOST[:PORT])")
+        }
+        // Where no hint fits: where the option applies.
+        #expect(message("get --rgb red") == "get does not take --rgb: --rgb only applies to set")
+        #expect(message("get --colour red") == "get does not take --rgb: --rgb only applies to set")
+        #expect(message("get --values") == "get does not take --values: --values only applies to gatt")
+        #expect(message("read --char 0x10 --without-response") == "read does not take --without-response: --without-response only applies to write")
+        #expect(message("get --remove C0:11:22:33:44:55") == "get does not take --remove: --remove only applies to bonds")
+        #expect(message("get --no-accept-list") == "get does not take --no-accept-list: --no-accept-list only applies to ui and gateway")
+        #expect(message("set --rgb red --conn-interval 30-50") == "set does not take --conn-interval: --conn-interval only applies to serve")
+        #expect(message("ui --timeout 5") == "ui does not take --timeout: --timeout only applies to set, scan, get, send, listen, gatt, read and write")
+        // Checked before what the command needs: the misapplied option is what is wrong.
+        #expect(message("send --rgb red") == "send does not take --rgb: --rgb only applies to set")
+        #expect(message("serve --address C0:11:22:33:44:55") == "serve does not take --address: serve has no target; its own address is --own-address")
+        #expect(message("--rgb red --topic-prefix x --count 2 --value 01") == "set does not take --value: --value only applies to send and write")
+        // A value that does not parse is reported as before, where it is given.
         #expect(message("get --count") == "--count needs a value")
         #expect(message("get --count=x") == "--count: 'x' is not a positive number")
         #expect(message("get --trace=x") == "--trace takes no value, =hex or =keys")

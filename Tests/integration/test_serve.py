@@ -163,7 +163,9 @@ def test_serve_json_events(world):
 
 def test_serve_usage_errors():
     for args, text in [(["serve"], "serve needs one of --profile"), (["serve", "--profile", "pycom", "--gatt", "x"], "serve needs one of"),
-                       (["--rgb", "red", "--secure"], "--secure only applies to serve")]:
+                       (["--rgb", "red", "--secure"], "set does not take --secure: --secure only applies to serve"),
+                       (["serve", "--profile", "pycom", "--address", "C0:11:22:33:44:55"],
+                        "serve does not take --address: serve has no target; its own address is --own-address")]:
         r = run_attled(args)
         assert r.returncode == 64 and text in r.stderr, (args, r.stderr)
 
@@ -355,7 +357,7 @@ def test_serve_conn_interval_usage_errors():
         r = run_attled(["serve", "--profile", "pycom", "--conn-interval", value, "-i", "tcp:127.0.0.1:1"])
         assert r.returncode == 64 and "is not an interval range in ms like 30-50" in r.stderr, (value, r.stderr)
     r = run_attled(["--name", "X", "--rgb", "red", "--conn-interval", "30-50"])
-    assert r.returncode == 64 and "--conn-interval only applies to serve" in r.stderr, r.stderr
+    assert r.returncode == 64 and "set does not take --conn-interval: --conn-interval only applies to serve" in r.stderr, r.stderr
 
 
 @pytest.mark.controllers
