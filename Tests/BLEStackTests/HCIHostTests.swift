@@ -346,7 +346,7 @@ struct HCIHostInitTests {
         let ctl = Self.controller(bdaddr: "00 00 00 00 00 00")
         let host = makeHost(ctl)
         let info = try host.initialise()
-        #expect(ctl.sentOpcodes == [0x0C03, 0x1001, 0x1002, 0x1003, 0x2003, 0x1009, 0x0C01, 0x2001, 0x2002, 0x2005])
+        #expect(ctl.sentOpcodes == [0x0C03, 0x1001, 0x1009, 0x1002, 0x2003, 0x2002, 0x0C01, 0x2001, 0x2005])
         #expect(ctl.sentHex().contains("01 01 0c 08 90 88 00 02 00 80 00 20"))
         #expect(ctl.sentHex().contains("01 01 20 08 5f 1a 08 00 00 00 00 00"))
         let setRandom = try #require(ctl.sent.last)
