@@ -67,9 +67,13 @@ host_packages() {
 register_qemu_aarch64() {
     local entry=$BINFMT/qemu-aarch64 conf=/usr/lib/binfmt.d/qemu-aarch64.conf
     local todo="on the host, as root: apt-get install qemu-user-static binfmt-support; mount -t binfmt_misc binfmt_misc $BINFMT; update-binfmts --enable qemu-aarch64 (a container cannot do this itself: do it on its host, or run this on a VM or machine)"
-    if ! mountpoint -q "$BINFMT"; then
-        mount -t binfmt_misc binfmt_misc "$BINFMT" 2>"$CACHE/binfmt.log" \
-            || die "cannot mount binfmt_misc on $BINFMT ($(tr '\n' ' ' <"$CACHE/binfmt.log")), so qemu-aarch64 cannot be registered to run aarch64 programs. To fix: $todo"
+    if ! mountpoint -q "$BINFMT" && ! mount -t binfmt_misc binfmt_misc "$BINFMT" 2>"$CACHE/binfmt.log"; then
+        # A container's host may have registered it (with F) all the same.
+        if aarch64_runs "$CACHE/aarch64-probe"; then
+            say "binfmt_misc cannot be mounted here, but aarch64 programs run (qemu-aarch64 registered outside): going on"
+            return 0
+        fi
+        die "cannot mount binfmt_misc on $BINFMT ($(tr '\n' ' ' <"$CACHE/binfmt.log")), so qemu-aarch64 cannot be registered to run aarch64 programs. To fix: $todo"
     fi
     [ "$(cat "$BINFMT/status" 2>/dev/null)" = enabled ] || echo 1 >"$BINFMT/status" 2>/dev/null || true
     if [ -e "$entry" ] && ! grep -q '^flags:.*F' "$entry"; then
@@ -96,12 +100,12 @@ register_qemu_aarch64() {
     run_aarch64_probe "on this machine" "$CACHE/aarch64-probe"
 }
 
-# Runs a 132-byte static aarch64 program that only exits with status 42 (ELF
-# header, one PT_LOAD, then mov x0, #42; mov x8, #93 (exit); svc #0), on the
-# host or in the chroot: the proof that the kernel hands aarch64 programs to
-# qemu-aarch64 there, before anything is built with that assumption.
-run_aarch64_probe() { # where command...
-    local where=$1; shift
+# aarch64_runs command...: whether a 132-byte static aarch64 program that only
+# exits with status 42 (ELF header, one PT_LOAD, then mov x0, #42; mov x8, #93
+# (exit); svc #0), written to $CACHE/aarch64-probe (and the chroot's /), runs
+# there: the proof that the kernel hands aarch64 programs to qemu-aarch64,
+# before anything is built or installed on that assumption.
+aarch64_runs() {
     local probe=$CACHE/aarch64-probe rc=0
     printf '%b' '\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00' \
         '\x02\x00\xb7\x00\x01\x00\x00\x00\x78\x00\x40\x00\x00\x00\x00\x00' \
@@ -115,7 +119,12 @@ run_aarch64_probe() { # where command...
     chmod 0755 "$probe"
     [ ! -d "$CHROOT" ] || cp "$probe" "$CHROOT/aarch64-probe"
     timeout 60 "$@" 2>"$CACHE/aarch64-probe.log" || rc=$?
-    [ "$rc" = 42 ] || die "an aarch64 program does not run $where under qemu-aarch64 (exit status $rc: $(tr -c '[:print:]' ' ' <"$CACHE/aarch64-probe.log" | cut -c1-160)) although binfmt_misc has: $(tr '\n' ' ' 2>/dev/null <"$BINFMT/qemu-aarch64"). To fix: echo -1 > $BINFMT/qemu-aarch64, then run this again, or on the host, as root: apt-get install qemu-user-static binfmt-support; update-binfmts --enable qemu-aarch64"
+    echo "exit status $rc" >>"$CACHE/aarch64-probe.log"
+    [ "$rc" = 42 ]
+}
+run_aarch64_probe() { # where command...
+    local where=$1; shift
+    aarch64_runs "$@" || die "an aarch64 program does not run $where under qemu-aarch64 ($(tr -c '[:print:]' ' ' <"$CACHE/aarch64-probe.log" | cut -c1-200)) although binfmt_misc has: $(tr '\n' ' ' 2>/dev/null <"$BINFMT/qemu-aarch64"). To fix: echo -1 > $BINFMT/qemu-aarch64, then run this again, or on the host, as root: apt-get install qemu-user-static binfmt-support; update-binfmts --enable qemu-aarch64"
 }
 
 # The trixie amd64 chroot with Debian 13's Swift, made here when missing
