@@ -712,6 +712,31 @@ def test_a_lamp_that_advertises_once_a_second_is_reconnected_at_its_first_advert
     s.stop(signal.SIGTERM)
 
 
+@pytest.mark.controllers
+def test_a_lamp_lost_while_being_set_up_comes_back_at_its_first_advertisement(gateway, controller):
+    """Issue 28: a lamp that drops its first link while the gateway is still
+    discovering it (a mains lamp flickering at switch-on: here it hangs up on
+    the first Read By Type of its life) is reconnected from the Filter Accept
+    List like a lamp that was ready, within 700 ms of its first advertisement
+    (1 s advertising: the scan path would take a second advertisement)."""
+    s = gateway(["Lamp1:pycom:interval=1000,fault_disconnect_on=read_by_type,faults_once=1"],
+                world_args=["--reset-on-host-close"] if controller == "bumble" else [])
+    w = s.world
+    s.gw.wait_line("reconnects: from the controller's Filter Accept List", timeout=10)
+    w.wait_event({"event": "fault", "device": "Lamp1", "kind": "disconnect_on"}, timeout=15)
+    drop = w.wait_event({"event": "disconnected", "device": "Lamp1"}, timeout=5)
+    adv = w.wait_event(lambda e: e["event"] == "advertising" and e.get("device") == "Lamp1" and e["t"] >= drop["t"], timeout=5)
+    back = w.wait_event(lambda e: e["event"] == "connected" and e.get("device") == "Lamp1" and e["t"] >= drop["t"], timeout=10)
+    took = back["t"] - adv["t"]
+    print(f"reconnect after a set-up loss on {controller}: {1000 * took:.0f} ms after the first advertisement")
+    assert took < 0.7, f"reconnected {1000 * took:.0f} ms after the lamp's first advertisement"
+    s.wait_online("Lamp1")
+    s.command("Lamp1", {"state": "ON", "color": {"r": 7, "g": 8, "b": 9}})
+    w.wait_event({"event": "state", "device": "Lamp1", "rgb": [7, 8, 9]})
+    assert len(w.find({"event": "connected", "device": "Lamp1"})) == 2, w.format_events()
+    s.stop(signal.SIGTERM)
+
+
 def test_the_binary_loads_libmosquitto_only_for_the_gateway():
     """Issue 19: the one-shot job stays lean: attled does not link libmosquitto
     (nor libssl through it); the gateway opens libmosquitto.so.1 itself (every

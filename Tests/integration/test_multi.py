@@ -202,3 +202,56 @@ def test_same_target_twice_is_a_usage_error(world, targets):
     assert "the same target is given twice" in r.stderr
     assert r.stdout == ""
     assert not w.find({"event": "connected"})  # nothing was touched
+
+
+# Three lamps advertising every 100 ms at different phases, as lamps switched on
+# at different times do (vworld's adv_delay: the first advertisement's delay).
+PHASED = ["Lamp1:pycom:interval=100", "Lamp2:particle:interval=100,adv_delay=37", "Lamp3:pycom:interval=100,adv_delay=71"]
+
+
+@pytest.mark.controllers
+def test_three_lamps_heard_in_one_scan_are_connected_without_scanning_again(world, tmp_path):
+    """Issue 28: every target heard during the scan is remembered and connected
+    in turn; the scan is started once and goes on beside the pending connects
+    (both controllers list scanning while initiating in LE_States), so no lamp
+    waits for a second scan. Judged from attled's own capture, decoded by the
+    bench's HCI reader (attledtools.bench.hcipath), and by the lamps."""
+    from attledtools.bench.hcipath import analyse_file
+    w = world(devices=PHASED)
+    cap = tmp_path / "three.btsnoop"
+    r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
+                    "--rgb", "10,20,30", "--btsnoop", str(cap)])
+    assert r.returncode == 0, r.stderr
+    wait_set(w, list(PROFILE), [10, 20, 30])
+    path = analyse_file(cap)
+    enables = [c for c in path.commands if c.opcode in (0x200C, 0x2042) and c.params[:1] == b"\x01"]
+    disables = [c for c in path.commands if c.opcode in (0x200C, 0x2042) and c.params[:1] == b"\x00"]
+    connects = [c for c in path.commands if c.opcode in (0x200D, 0x2043)]
+    assert len(enables) == 1 and len(disables) == 1, "\n".join(path.lines())
+    assert len(connects) == 3, "\n".join(path.lines())
+    # The scan stops once every lamp is heard: after the first Create Connection, not before it.
+    assert disables[0].sent > connects[0].sent, "\n".join(path.lines())
+    for name in PROFILE:
+        assert len(w.find({"event": "connected", "device": name})) == 1, w.format_events()
+
+
+def test_without_scanning_while_initiating_the_scan_stops_before_each_connect(world, tmp_path):
+    """A controller whose LE_States lack bits 22 and 23 (Bumble's own table)
+    is never asked to scan and initiate at once: the scan is disabled before
+    each LE Create Connection, and lamps heard meanwhile are still connected."""
+    from attledtools.bench.hcipath import analyse_file
+    w = world(devices=PHASED, extra_args=["--stock-le-states"])
+    cap = tmp_path / "stock.btsnoop"
+    r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
+                    "--rgb", "1,2,3", "--btsnoop", str(cap)])
+    assert r.returncode == 0, r.stderr
+    wait_set(w, list(PROFILE), [1, 2, 3])
+    path = analyse_file(cap)
+    scanning, connects = False, 0
+    for c in path.commands:
+        if c.opcode == 0x200C:
+            scanning = c.params[:1] == b"\x01"
+        elif c.opcode == 0x200D:
+            connects += 1
+            assert not scanning, "LE Create Connection sent while scanning:\n" + "\n".join(path.lines())
+    assert connects == 3, "\n".join(path.lines())

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from attledtools import module_command, module_env
-from conftest import ATTLED, REPO_ROOT, Running, World, run_attled
+from conftest import ATTLED, REPO_ROOT, Running, World, own_address, run_attled
 
 CENTRAL = "attledtools.drivers.bumble_gatt_central"
 DBHASH = "attledtools.maint.dbhash"
@@ -381,4 +381,30 @@ def test_attled_gatt_json_of_a_clone_equals_the_originals(world, tmp_path):
     assert any("value" in c for c in chars) and any(c["descriptors"] for c in chars), "a database worth cloning"
     for got, want in zip(clone["services"], original["services"]):
         assert got == want, f"service {want['uuid']}:\n got {json.dumps(got)}\nwant {json.dumps(want)}"
+    stop(s)
+
+
+@pytest.mark.controllers
+def test_serve_and_a_central_on_two_controllers_share_one_state_directory(world, tmp_path, controller):
+    """Issue 28: `attled serve` on one controller and `attled --rgb` on
+    another, both as one user with one state directory. On Bumble's
+    controllers neither has a public address (--zero-host-address), so each
+    takes a static random address of its own identity (one per controller,
+    the first one's lock held by serve); on Root Canal each has its public
+    address. The central reaches the served lamp, not itself."""
+    extra = ["--zero-host-address"] if controller == "bumble" else []
+    w = world(hosts=["tcp", "tcp"], extra_args=extra)
+    state = tmp_path / "state"
+    s = serve_at(tmp_path, w, "--profile", "pycom", "--name", "Lamp", "--trace")
+    r = run_attled(["-i", w.transport(1), "--name", "Lamp", "--rgb", "10,20,30", "--trace"],
+                   env={"XDG_STATE_HOME": str(state)})
+    assert r.returncode == 0, r.stderr
+    s.wait_line("serve LED 10,20,30 (#0a141e) by")
+    served, central = own_address(s.stderr), own_address(r.stderr)
+    assert served != central
+    index = (state / "attled" / "identities").read_text().splitlines()
+    assert len(index) == 2 and index[0].startswith(".\t") and index[1].startswith("id-2\t"), index
+    if controller == "bumble":
+        assert (state / "attled" / "local-address").read_text().strip() == served
+        assert (state / "attled" / "id-2" / "local-address").read_text().strip() == central
     stop(s)

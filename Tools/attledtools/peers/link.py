@@ -23,7 +23,8 @@ class LinkMixin:
 
     def _on_connection(self, connection: Connection) -> None:
         self.connection = connection
-        self._request_counts.clear()
+        if not self.opts.faults_once:
+            self._request_counts.clear()
         self._mutation = None
         self._connection_count += 1
         self._peer_auth_req = None
