@@ -210,14 +210,14 @@ PHASED = ["Lamp1:pycom:interval=100", "Lamp2:particle:interval=100,adv_delay=37"
 
 
 @pytest.mark.controllers
-def test_three_lamps_heard_in_one_scan_are_connected_without_scanning_again(world, tmp_path):
+def test_three_lamps_heard_in_one_scan_are_connected_without_scanning_again(world, tmp_path, controller):
     """Issue 28: every target heard during the scan is remembered and connected
     in turn; the scan is started once and goes on beside the pending connects
     (both controllers list scanning while initiating in LE_States), so no lamp
     waits for a second scan. Judged from attled's own capture, decoded by the
     bench's HCI reader (attledtools.bench.hcipath), and by the lamps."""
     from attledtools.bench.hcipath import analyse_file
-    w = world(devices=PHASED)
+    w = world(devices=PHASED, extra_args=["--scan-while-initiating"] if controller == "bumble" else [])
     cap = tmp_path / "three.btsnoop"
     r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
                     "--rgb", "10,20,30", "--btsnoop", str(cap)])
@@ -240,7 +240,7 @@ def test_without_scanning_while_initiating_the_scan_stops_before_each_connect(wo
     is never asked to scan and initiate at once: the scan is disabled before
     each LE Create Connection, and lamps heard meanwhile are still connected."""
     from attledtools.bench.hcipath import analyse_file
-    w = world(devices=PHASED, extra_args=["--stock-le-states"])
+    w = world(devices=PHASED)
     cap = tmp_path / "stock.btsnoop"
     r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
                     "--rgb", "1,2,3", "--btsnoop", str(cap)])

@@ -126,9 +126,9 @@ def parse_args(argv=None):
                         help="host controllers hide extended advertising: legacy LE Advertising Reports")
     parser.add_argument("--spec-controller", action="store_true",
                         help="host controllers: real HCI_Reset, Create Connection Cancel and Disconnect")
-    parser.add_argument("--stock-le-states", action="store_true",
-                        help="host controllers report Bumble's own LE_States (no scanning beside a pending "
-                        "connect; by default they list bits 22 and 23, which they carry out)")
+    parser.add_argument("--scan-while-initiating", action="store_true",
+                        help="host controllers list LE_States bits 22 and 23 (scanning beside a pending connect, "
+                        "which Bumble's controller carries out though its own table leaves them out)")
     parser.add_argument("--reset-on-host-close", action="store_true",
                         help="when a host's socket closes, its controller drops links/scan/connect")
     parser.add_argument("--zero-host-address", action="store_true",
@@ -165,7 +165,7 @@ def parse_args(argv=None):
     if args.controller == "rootcanal":
         bumble_only = [flag for flag, on in (
             ("--legacy-reports", args.legacy_reports), ("--spec-controller", args.spec_controller),
-            ("--stock-le-states", args.stock_le_states),
+            ("--scan-while-initiating", args.scan_while_initiating),
             ("--reset-on-host-close", args.reset_on_host_close), ("--zero-host-address", args.zero_host_address),
             ("--zero-address-host", args.zero_address_host),
             ("--peripheral-transport", args.peripheral_transport), ("--snoop", args.snoop),

@@ -163,7 +163,7 @@ class HostPort:
         self.public_address = "00:00:00:00:00:00" if zero else f"F0:F1:F2:F3:F4:{index + 1:02X}"
         self.controller = HostController(
             f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller,
-            index=index, faults=args.host_faults, stock_states=getattr(args, "stock_le_states", False),
+            index=index, faults=args.host_faults, stock_states=not getattr(args, "scan_while_initiating", False),
         )
         self.server: SingleHostServer | None = None
         self.transport = None  # a Bumble transport (pty and other specs)
