@@ -309,9 +309,11 @@ public final class DeviceKeeper {
     }
 
     /// The owner could not set `device`'s link up: it is disconnected and
-    /// tried again after the backoff.
+    /// tried again after the backoff. A set-up that failed because the link
+    /// was lost under it (its Disconnection Complete already in) is no
+    /// refusal: `linkDown` reconnects it at once.
     public func setupFailed(_ device: KeptDevice) {
-        guard let link = device.link else { return }
+        guard let link = device.link, link.isConnected else { return }
         device.setupRefused = true
         _ = link.startDisconnect()
     }

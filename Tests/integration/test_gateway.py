@@ -716,10 +716,11 @@ def test_a_lamp_that_advertises_once_a_second_is_reconnected_at_its_first_advert
 def test_a_lamp_lost_while_being_set_up_comes_back_at_its_first_advertisement(gateway, controller):
     """Issue 28: a lamp that drops its first link while the gateway is still
     discovering it (a mains lamp flickering at switch-on: here it hangs up on
-    the first Read By Type of its life) is reconnected from the Filter Accept
-    List like a lamp that was ready, within 700 ms of its first advertisement
-    (1 s advertising: the scan path would take a second advertisement)."""
-    s = gateway(["Lamp1:pycom:interval=1000,fault_disconnect_on=read_by_type,faults_once=1"],
+    the first Read By Type of its life and advertises again 300 ms later, once
+    rebooted) is reconnected from the Filter Accept List like a lamp that was
+    ready, within 700 ms of its first advertisement (1 s advertising: the scan
+    path would take a second advertisement)."""
+    s = gateway(["Lamp1:pycom:interval=1000,fault_disconnect_on=read_by_type,faults_once=1,readv_delay=300"],
                 world_args=["--reset-on-host-close"] if controller == "bumble" else [])
     w = s.world
     s.gw.wait_line("reconnects: from the controller's Filter Accept List", timeout=10)

@@ -217,6 +217,12 @@ def reference_trace(attled: Path, device: str, args: list[str], workdir: Path) -
         # Its own cache and bond directories: the host's /var/cache/attled and
         # /var/lib/attled are never touched.
         env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache"), "XDG_STATE_HOME": str(workdir / "state")}
+        # The guest's attled has met hci0 before and remembers its description
+        # (no Read Local Supported Commands, LE features and states): a first
+        # run here teaches this state directory the reference controller's, so
+        # both traces come from a controller attled already knows.
+        subprocess.run([str(attled), "-i", ready["attled"][0], "scan", "--timeout", "0.2"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30, env=env)
         p = subprocess.run([str(attled), "-i", ready["attled"][0], *args], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=30, env=env)
         return p.returncode, p.stderr

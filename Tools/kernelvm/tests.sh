@@ -294,6 +294,10 @@ test_get_pycom() {
 # --trace over the user channel: the packet sequence equals the one the host
 # gets for the same command over TCP against the same kind of virtual world.
 test_trace_same_as_tcp() {
+    # Both sides trace a controller attled already knows (its description
+    # remembered): a short scan first, here and on the host's reference.
+    att -i hci0 scan --timeout 0.2
+    want_rc 0
     att -i hci0 --name CassarTech --rgb 0,0,255 --trace --no-cache
     want_rc 0
     want_err 'Write Request (0x12)'

@@ -72,8 +72,12 @@ class LinkMixin:
             self.forget_bonds()
         self.emit("disconnected", reason=int(reason))
         if not self._stopping:
-            # Real firmware advertises again as soon as the link is gone.
-            self._spawn(self.advertise())
+            # Real firmware advertises again as soon as the link is gone (or,
+            # readv_delay, once it has rebooted).
+            if self.opts.readv_delay_ms:
+                self._spawn(self._advertise_later(self.opts.readv_delay_ms))
+            else:
+                self._spawn(self.advertise())
 
     async def _send_security_request(self, connection: Connection) -> None:
         assert self.device is not None

@@ -56,6 +56,9 @@ class PeripheralOptions:
     # connected (a device heard once and gone before the central's connect).
     adv_cycle: tuple[float, float] | None = None
     adv_delay_ms: float = 0.0  # adv_delay=MS: the first advertisement only after MS (a device switched on later)
+    # readv_delay=MS: after a link ends, advertising again only after MS (a lamp
+    # that reboots when it drops), instead of at once as real firmware does.
+    readv_delay_ms: float = 0.0
     # faults_once=1: a fault's #N counts the requests of the device's life, not of each
     # connection, so it strikes once (a lamp that drops its first link while being set up).
     faults_once: bool = False
@@ -79,7 +82,7 @@ class PeripheralOptions:
     profile_options: dict[str, str] = dataclasses.field(default_factory=dict)  # OTHER_PROFILES keys
 
     KEYS = (
-        "interval", "adv_cycle", "adv_delay", "faults_once", "addr", "name_in", "short", "conn_update", "conn_update_delay",
+        "interval", "adv_cycle", "adv_delay", "readv_delay", "faults_once", "addr", "name_in", "short", "conn_update", "conn_update_delay",
         "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash", "unsupported",
         "secure", "pairing", "forget_bonds",
         *(f"fault_{kind}" for kind in FAULT_KINDS),
@@ -92,6 +95,7 @@ class PeripheralOptions:
         Keys: interval=MS (default 50), adv_cycle=ON/OFF (advertise ON ms,
         silent OFF ms, repeated while not connected; ON below the interval is
         one advertisement), adv_delay=MS (first advertisement after MS),
+        readv_delay=MS (advertising again MS after a link ends, not at once),
         faults_once=1 (fault_* triggers count over the device's life, not per connection),
         addr=C0:11:22:33:44:55 (static random;
         default derived from index), name_in=adv|shortened|none, short=N
@@ -139,6 +143,8 @@ class PeripheralOptions:
                 opts.interval_ms = float(value)
             elif key == "adv_delay":
                 opts.adv_delay_ms = float(value)
+            elif key == "readv_delay":
+                opts.readv_delay_ms = float(value)
             elif key == "faults_once":
                 opts.faults_once = value == "1"
             elif key == "adv_cycle":
