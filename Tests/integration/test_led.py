@@ -249,3 +249,47 @@ def test_cold_run_round_trips(world, profile, limit):
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", "5,5,5", "--trace"])
     assert r.returncode == 0, r.stderr
     assert att_count(r.stderr) <= limit
+
+
+# The HCI commands of a one-shot --rgb on a controller attled meets for the
+# first time, then on one it has met (its description remembered per
+# identity), as PROTOCOL.md lists them. Nothing else: no LE Set Data Length or
+# LE Set PHY for three bytes, no description read twice, no scan restarted.
+COLD_JOB = ["Reset", "Read Local Version", "Read BD_ADDR", "Read Local Supported Commands",
+            "LE Read Local Supported Features", "LE Read Buffer Size", "LE Read Supported States",
+            "Set Event Mask", "LE Set Event Mask", "LE Set Scan Parameters", "LE Set Scan Enable",
+            "LE Create Connection", "LE Set Scan Enable", "Disconnect"]
+DESCRIPTION_READS = {"Read Local Supported Commands", "LE Read Local Supported Features", "LE Read Buffer Size",
+                     "LE Read Supported States"}
+
+
+def test_a_cold_job_sends_only_the_commands_it_needs_as_root_canal_records_them(world, tmp_path):
+    """Issue 28: a cold one-shot job's HCI commands, counted from Root Canal's
+    own record (its -enable_hci_sniffer pcap, an independent witness) and
+    equal to attled's own capture: 14 the first time attled meets the
+    controller, 10 once its description is remembered (same state directory,
+    same controller address)."""
+    from pathlib import Path
+
+    from attledtools.bench.hcipath import analyse_file
+    w = world(devices=["CassarTech:pycom:interval=100"], controller="rootcanal", extra_args=["--rootcanal-sniffer"])
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    ours = []
+    for i, rgb in enumerate(["1,2,3", "4,5,6"]):
+        mark = w.mark()
+        cap = tmp_path / f"run{i}.btsnoop"
+        r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--rgb", rgb, "--btsnoop", str(cap)], env=env)
+        assert r.returncode == 0, r.stderr
+        w.wait_event({"event": "state", "device": "CassarTech", "rgb": [int(x) for x in rgb.split(",")]}, since=mark)
+        w.hosts_gone(mark)  # the next run's controller gets this one's address (and so its identity)
+        ours.append(analyse_file(cap))
+    # Root Canal's pcaps: one per controller; attled's runs are those that initiated.
+    pcaps = sorted(Path(w.ready["rootcanal_dir"]).glob("rootcanal_*.pcap"), key=lambda p: int(p.name.split("_")[1]))
+    theirs = [hp for hp in map(analyse_file, pcaps) if any(c.opcode == 0x200D for c in hp.commands)]
+    assert len(theirs) == 2, [p.name for p in pcaps]
+    warm = [n for n in COLD_JOB if n not in DESCRIPTION_READS]
+    for want, mine, rc in zip([COLD_JOB, warm], ours, theirs):
+        assert [c.name for c in rc.commands] == want, "\n".join(rc.lines())
+        assert [(c.opcode, c.params) for c in rc.commands] == [(c.opcode, c.params) for c in mine.commands]
+    print(f"cold job on Root Canal: {theirs[0].sent} commands ({theirs[0].critical} on the critical path), "
+          f"then {theirs[1].sent} ({theirs[1].critical})")

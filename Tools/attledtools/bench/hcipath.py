@@ -58,6 +58,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DATALINK_H4 = 1002
+# pcap's LINKTYPE_BLUETOOTH_HCI_H4_WITH_PHDR: a 4-byte big-endian direction
+# (0 host to controller, 1 controller to host), then the H4 packet. Root
+# Canal's -enable_hci_sniffer writes it.
+PCAP_H4_WITH_PHDR = 201
 
 # The commands attled (and Bumble's host) send; any other prints as its hex opcode.
 OPCODES = {
@@ -143,6 +147,48 @@ def read_btsnoop(path: Path | str) -> list[Packet]:
         t0 = ts if t0 is None else t0
         packets.append(Packet((ts - t0) / 1e6, not flags & 1, d))
     return packets
+
+
+def read_pcap(path: Path | str) -> list[Packet]:
+    """The records of a pcap capture with link type 201 (H4 with a direction
+    header), as Root Canal's sniffer writes it; ValueError when it is not one."""
+    b = Path(path).read_bytes()
+    if len(b) < 24:
+        raise ValueError(f"{path}: not a pcap file")
+    magic = b[:4]
+    if magic == b"\xd4\xc3\xb2\xa1":
+        end, scale = "<", 1e6
+    elif magic == b"\xa1\xb2\xc3\xd4":
+        end, scale = ">", 1e6
+    elif magic == b"\x4d\x3c\xb2\xa1":
+        end, scale = "<", 1e9
+    elif magic == b"\xa1\xb2\x3c\x4d":
+        end, scale = ">", 1e9
+    else:
+        raise ValueError(f"{path}: not a pcap file")
+    (linktype,) = struct.unpack(end + "I", b[20:24])
+    if linktype != PCAP_H4_WITH_PHDR:
+        raise ValueError(f"{path}: pcap link type {linktype}; want {PCAP_H4_WITH_PHDR} (H4 with direction)")
+    packets: list[Packet] = []
+    off, t0 = 24, None
+    while off + 16 <= len(b):
+        sec, frac, incl, _ = struct.unpack(end + "IIII", b[off:off + 16])
+        d = b[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if len(d) < incl or len(d) < 5:
+            break
+        t = sec + frac / scale
+        t0 = t if t0 is None else t0
+        (direction,) = struct.unpack(">I", d[:4])
+        packets.append(Packet(t - t0, direction == 0, d[4:]))
+    return packets
+
+
+def read_capture(path: Path | str) -> list[Packet]:
+    """A btsnoop (attled's, Bumble's) or pcap (Root Canal's) capture."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return read_btsnoop(path) if head == b"btsnoop\0" else read_pcap(path)
 
 
 def att_counts(path: Path) -> tuple[int, int]:
@@ -396,12 +442,12 @@ def _hidden_by(c: Command, waits: list[tuple[float, float, str]], att_starts: se
 
 
 def analyse_file(path: Path | str) -> HciPath:
-    return analyse(read_btsnoop(path))
+    return analyse(read_capture(path))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("captures", nargs="+", type=Path, help="btsnoop files (H4)")
+    ap.add_argument("captures", nargs="+", type=Path, help="btsnoop (H4) or pcap (H4 with direction, Root Canal's) files")
     args = ap.parse_args(argv)
     rc = 0
     for f in args.captures:
