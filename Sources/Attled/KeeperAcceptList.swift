@@ -64,6 +64,12 @@ extension DeviceKeeper {
         ensureScanning()
     }
 
+    /// Whether the pending accept-list connect names `dev` (it is connected
+    /// the next time it advertises).
+    public func waitsFromAcceptList(_ dev: KeptDevice) -> Bool {
+        stack?.central.acceptListConnect?.contains(dev.address) ?? false
+    }
+
     /// Whether scanning waits for the pending accept-list connect.
     var scanPausedForAcceptList: Bool {
         guard case let .acceptList(_, beside) = reconnectPath, !beside, let stack = self.stack else { return false }
@@ -103,8 +109,8 @@ extension DeviceKeeper {
             self.acceptWatch.reset()
             let labels = peers.map { self.devices[$0.address]?.label ?? $0.address.description }
             self.log("waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
-            self.emit(.waitingFromAcceptList(peers.compactMap { self.devices[$0.address] }))
             let f = stack.central.startAcceptListConnect(peers, parameters: .oneShot)
+            self.emit(.waitingFromAcceptList(peers.compactMap { self.devices[$0.address] }))
             // Armed once the connect is queued: a change of the set cancels it from now on.
             self.acceptArming = false
             f.whenComplete { [weak self] r in

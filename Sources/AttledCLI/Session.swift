@@ -252,10 +252,11 @@ final class Session {
         if let b = st.bonds { bonds = b }
         if let p = id.problem { progress("warning: no identity kept for this controller (\(p)); set XDG_STATE_HOME to a writable directory") }
         st.central.useExtendedCommands = opts.extendedScan && st.info.supportsExtendedScanning
-        // A one-shot job's few short PDUs gain nothing from the 2M PHY (one
-        // packet per connection event either way); links that stay up or
-        // carry long values ask for it.
-        if [.set, .get, .send].contains(opts.command) { st.central.airRequests = [.dataLength] }
+        // A one-shot job's few short PDUs (three bytes written, three read)
+        // gain nothing from longer LL PDUs or the 2M PHY, and each command
+        // holds the controller's one command slot (45 ms on a slow one):
+        // links that stay up or carry long values ask for them.
+        if [.set, .get, .send].contains(opts.command) { st.central.airRequests = [] }
         transport = t
         stack = st
         return st

@@ -8,6 +8,8 @@ import AttledLED
 final class UIApp {
     let model: UIModel
     let term = Terminal()
+    /// A redraw is scheduled (the State line's countdown).
+    var redrawPending = false
 
     init(model: UIModel) {
         self.model = model

@@ -28,9 +28,18 @@ final class UIModel {
     var enabled = false
     var selected = 0
     var typed = ""
-    /// What the UI is doing.
-    enum State: String { case starting, scanning, connecting, discovering, connected }
-    var state = State.starting
+    /// Where the UI stands, read from the keeper (never kept apart from it).
+    enum State: Equatable {
+        case starting, scanning, connecting, discovering, connected
+        /// A connect from the Filter Accept List is pending for the lamp.
+        case waitingForAdvertisement
+        /// The lamp's link is down and no connect is pending; `retryMs`: the
+        /// keeper's backoff before the next attempt (nil: when it is heard).
+        case disconnected(retryMs: Int?)
+    }
+    var started = false
+    /// The lamp the UI drives, once it had a link (the keeper's own record).
+    var device: KeptDevice?
     var status = ""
     var deviceLine = "-"
     var profileName = "-"
@@ -67,6 +76,41 @@ final class UIModel {
         keeper.subscribe { [weak self] e in self?.event(e) }
     }
 
+    var state: State {
+        guard started else { return .starting }
+        guard let d = device else { return .scanning }
+        switch d.state {
+        case .connecting: return .connecting
+        case .settingUp: return .discovering
+        case .ready: return .connected
+        case .wanted, .backingOff, .idleOnDemand, .releasing, .gone:
+            if keeper.waitsFromAcceptList(d) { return .waitingForAdvertisement }
+            if case let .backingOff(until) = d.state, Instant.now() < until {
+                return .disconnected(retryMs: Instant.now().msUntil(until))
+            }
+            return .disconnected(retryMs: nil)
+        }
+    }
+
+    /// The screen's State line: what the keeper knows, and the link's interval while it is up.
+    var stateLine: String {
+        var st: String
+        switch state {
+        case .starting: st = "starting"
+        case .scanning: st = "scanning"
+        case .connecting: st = "connecting"
+        case .discovering: st = "discovering"
+        case .connected: st = "connected"
+        case .waitingForAdvertisement: st = "disconnected, waiting for an advertisement (Filter Accept List)"
+        case let .disconnected(ms?): st = "disconnected, next attempt in \(ms) ms"
+        case .disconnected(nil): st = "disconnected, scanning"
+        }
+        if let c = link?.connection, c.isConnected, [.discovering, .connected].contains(state) {
+            st += ", interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms"
+        }
+        return st + ", profile \(profileName)"
+    }
+
     var isHarness: Bool { led.map { !$0.profile.isRGB } ?? false }
 
     var host: HCIHost? { keeper.stack?.host }
@@ -81,7 +125,7 @@ final class UIModel {
 
     /// The UI starts: it scans (the keeper's run begins that).
     func begin() {
-        state = .scanning
+        started = true
         changed()
     }
 
@@ -99,11 +143,9 @@ final class UIModel {
         case let .linkDown(_, reason, _):
             reset()
             if !quitting { status = "disconnected (\(reason?.description ?? "link lost")); scanning again" }
-            state = .scanning
         case .becameOnDemand: break
         case let .controllerLost(why):
             reset()
-            state = .scanning
             status = "controller: \(why); reopening it"
         case .controllerBack:
             status = "controller initialised again"
@@ -112,7 +154,6 @@ final class UIModel {
         case let .scanFailed(e):
             status = "scan: \(e); trying again"
         case let .waitingFromAcceptList(ds):
-            state = .connecting
             status = "waiting for \(ds.map { $0.name ?? $0.address.description }.joined(separator: ", ")) to advertise (Filter Accept List)"
         }
         changed()
@@ -132,7 +173,7 @@ final class UIModel {
     /// (or subscribe to the harness), enable the sliders.
     func linkUp(_ d: KeptDevice, _ l: Link) {
         link = l
-        state = .discovering
+        device = d
         let rssi = l.stack.central.devices[d.address]?.rssi
         deviceLine = "\(d.name ?? "(no name)")  \(d.address)" + (rssi.map { "  RSSI \($0) dBm" } ?? "")
         let gatt = l.gatt
@@ -160,7 +201,6 @@ final class UIModel {
                 switch r {
                 case .success:
                     self.enabled = true
-                    self.state = .connected
                     self.keeper.ready(d)
                 case .failure(let e as GATTError):
                     self.fail(RunError(e.description, .notFound))

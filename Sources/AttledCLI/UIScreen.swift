@@ -6,6 +6,14 @@ extension UIApp {
     func draw() {
         let (cols, rows) = term.size()
         term.write(model.screen(cols: cols, rows: rows))
+        // A backoff's countdown is redrawn every 250 ms until the next attempt.
+        if case let .disconnected(ms?) = model.state, !redrawPending {
+            redrawPending = true
+            loop.schedule(afterMs: min(ms, 250)) { [weak self] in
+                self?.redrawPending = false
+                self?.draw()
+            }
+        }
     }
 }
 
@@ -18,10 +26,7 @@ extension UIModel {
         var lines: [String] = []
         lines.append("\u{1b}[1m attled ui\u{1b}[0m  \(m.transportName)")
         lines.append(" Device  \(m.deviceLine)")
-        var st = " State   \(m.state.rawValue)"
-        if let c = m.link?.connection, c.isConnected { st += ", interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms" }
-        st += ", profile \(m.profileName)"
-        lines.append(st)
+        lines.append(" State   \(m.stateLine)")
         lines.append("")
         if m.isHarness {
             for i in 0..<2 {

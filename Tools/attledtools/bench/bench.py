@@ -379,6 +379,9 @@ def hci_section(args: argparse.Namespace, work: Path, base_env: dict, figures: d
 
 
 LAMPS = (("Lamp1", "pycom"), ("Lamp2", "particle"), ("Lamp3", "pycom"))
+# Each lamp's first advertisement delayed (ms), as lamps switched on at different
+# times are out of phase; in phase, all three would be heard in the same instant.
+LAMP_PHASE_MS = (0, 37, 71)
 
 
 def multi_section(args: argparse.Namespace, work: Path, base_env: dict, figures: dict) -> int:
@@ -393,7 +396,8 @@ def multi_section(args: argparse.Namespace, work: Path, base_env: dict, figures:
 
 
 def multi_on(kind: str, args: argparse.Namespace, work: Path, base_env: dict, figures: dict) -> int:
-    world, ready = start_world(kind, [f"{name}:{profile}:interval=100" for name, profile in LAMPS])
+    world, ready = start_world(kind, [f"{name}:{profile}:interval=100,adv_delay={d}"
+                                      for (name, profile), d in zip(LAMPS, LAMP_PHASE_MS)])
     if world is None:
         return 1
     try:
@@ -452,7 +456,8 @@ def multi_on(kind: str, args: argparse.Namespace, work: Path, base_env: dict, fi
         print(f"\n1 vs 3 devices on {CONTROLLER_NAMES[kind]} ({kind}), {args.n} runs each, alternating, cold"
               f" (--no-cache, a fresh XDG_CACHE_HOME per run, one XDG_STATE_HOME for this controller's runs, after"
               f" one unmeasured first run); one world: " + ", ".join(f"{n} {p}" for n, p in LAMPS)
-              + ", 100 ms advertising\n")
+              + ", 100 ms advertising, first advertisements at "
+              + "/".join(map(str, LAMP_PHASE_MS)) + " ms\n")
         print(f"{'':12} {'wall ms median [p25-p75]':>27} {'p90':>7} {'attled total_ms':>16} {'ATT round trips':>16}"
               f" {'HCI cmds':>8} {'critical':>8} {'crit. ms':>8} {'failed':>6}")
         fig: dict = {}
