@@ -53,6 +53,11 @@ public final class DeviceKeeper {
         /// with `Event.connectFailed` or `Event.linkDown`) and nothing is
         /// reconnected from the accept list.
         public var reconnect = true
+        /// Several targets on a controller that cannot scan while initiating
+        /// (one-shot jobs): after the first is heard, connects wait while the
+        /// scan goes on, until every target is heard, one is heard advertising
+        /// again, or this many ms passed (KeeperGather.swift); 0: at once.
+        public var gatherMs = 0
 
         public init() {}
     }
@@ -129,6 +134,8 @@ public final class DeviceKeeper {
     var acceptNotBefore = Instant.now()
     var acceptBackoff = Backoff(initialMs: 500, maxMs: 30_000)
     var acceptWatch: AcceptListWatch
+    /// The gathering of targets before the first connect (KeeperGather.swift).
+    var gather = Gather.notStarted
 
     /// - Parameters:
     ///   - stack: the stack to start on.

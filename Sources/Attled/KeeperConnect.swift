@@ -17,6 +17,9 @@ extension DeviceKeeper {
         if let n = d.name { dev.name = n }
         dev.advertised = d.serviceUUIDs
         tryConnect(dev)
+        // The last target heard while a connect is pending (scanning beside
+        // it): nothing is left to find.
+        if connecting != nil { stopUnwantedScan() }
     }
 
     /// How many links may be kept up: `maxLinks`, or what the controller
@@ -40,6 +43,11 @@ extension DeviceKeeper {
         // A kept device comes back through the pending accept-list connect.
         if reconnectsFromAcceptList(dev), heardWhileAccepting(dev) { return armAcceptList() }
         guard Instant.now() >= dev.notBefore else { return }
+        if policy.gatherMs > 0 {
+            if gathering(dev) { return }
+            // The wanted device whose next advertisement comes first goes first.
+            if let next = nextByPhase(), next !== dev { return tryConnect(next) }
+        }
         if dev.mode == .onDemand {
             guard hasWork(dev) else { return }
             if let l = slotLimit, linkCount >= l { return }

@@ -48,6 +48,10 @@ final class Reacher {
     private(set) var fatal: (any Error)?
     private var subscription: DeviceKeeper.Subscription?
 
+    /// The longest the first target heard waits for the others (a target
+    /// heard advertising again ends it sooner, one interval after the first).
+    static let gatherMs = 1000
+
     var connectMs: Int { opts.connectTimeoutMs ?? Session.defaultConnectMs }
 
     init(_ s: Session, _ stack: BLEStack, _ items: [any Reaching]) {
@@ -60,6 +64,9 @@ final class Reacher {
         p.onDemandBeyondSlots = false
         p.activeScan = !opts.passive
         p.connectTimeoutMs = opts.connectTimeoutMs ?? Session.defaultConnectMs
+        // Several targets: heard in one scan before the first connect, where
+        // the controller cannot scan beside it (KeeperGather.swift).
+        p.gatherMs = Self.gatherMs
         keeper = DeviceKeeper(stack: stack, policy: p)
         keeper.deadline = s.deadline
         keeper.wants = { [weak self] d in self?.claim(d) ?? false }

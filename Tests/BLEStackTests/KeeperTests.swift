@@ -33,9 +33,19 @@ struct KeeperTests {
         var events: [String] = []
         var work: Set<String> = []
 
+        /// - Parameter acceptList: the controller lists the Filter Accept List
+        ///   commands (8 entries); the policy's `useAcceptList` decides.
         init(policy: DeviceKeeper.Policy = { var p = DeviceKeeper.Policy(); p.useAcceptList = false; return p }(),
-             reopen: (() throws -> BLEStack)? = nil) throws {
+             acceptList: Bool = false, reopen: (() throws -> BLEStack)? = nil) throws {
             ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
+            if acceptList {
+                var commands = [UInt8](repeating: 0, count: 64)
+                commands[26] = 0xC0; commands[27] = 0x03; commands[37] = 0x60
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + commands)])
+                ctl.when(command: .leReadFilterAcceptListSize, reply: [Ev.complete(.leReadFilterAcceptListSize, [0x00, 0x08])])
+                ctl.when(command: .leClearFilterAcceptList, reply: [Ev.complete(.leClearFilterAcceptList)])
+                ctl.when(command: .leAddDeviceToFilterAcceptList, reply: [Ev.complete(.leAddDeviceToFilterAcceptList)])
+            }
             ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
             ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
             ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
@@ -226,5 +236,62 @@ struct KeeperTests {
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
         try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.connectsSent.count == 2 }
         #expect(w.connectsSent == [Self.lamp, Self.lamp])
+    }
+
+    /// LE Create Connection commands sent from the accept list (Initiator_Filter_Policy 1).
+    static func fromList(_ ctl: ScriptedController) -> Int {
+        ctl.sent.filter { $0.type == .command && $0.bytes.count >= 8 && $0.bytes[0] == 0x0D && $0.bytes[1] == 0x20 && $0.bytes[7] == 1 }.count
+    }
+
+    /// A lamp connected and being set up (a read outstanding, failing the
+    /// set-up when it fails, as the gateway's discovery does).
+    static func settingUp(_ w: World) throws -> KeptDevice {
+        w.keeper.attach(w.stack)
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 1))
+        try w.pump { w.events.contains("up Lamp1") }
+        let d = try w.device(Self.lamp)
+        let link = try #require(d.link)
+        link.gatt.startRead(0x0010).whenComplete { [keeper = w.keeper] _ in keeper.setupFailed(d) }
+        #expect(d.state == .settingUp)
+        return d
+    }
+
+    @Test("a link lost while being set up comes back from the accept list at once, though the owner's set-up fails (and says so) before the keeper hears of the drop: no backoff, no scan")
+    func lostInSetUpReconnectsFromTheList() throws {
+        let w = try World(policy: DeviceKeeper.Policy(), acceptList: true)
+        w.ctl.autoCompleteACL = true
+        let d = try Self.settingUp(w)
+        #expect(Self.fromList(w.ctl) == 0)
+        w.ctl.deliver(Ev.disconnected(handle: 1, reason: 0x08))
+        try w.pump { Self.fromList(w.ctl) == 1 }
+        #expect(Self.fromList(w.ctl) == 1, "armed at once: \(w.ctl.sentHex(.command))")
+        #expect(d.state == .wanted && d.link == nil && w.keeper.waitsFromAcceptList(d))
+        #expect(w.events == ["up Lamp1", "down Lamp1", "accept list"])
+        // The lamp advertises again: the controller connects it from the list.
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 2))
+        try w.pump { w.events.count == 4 }
+        #expect(w.events.last == "up Lamp1" && d.state == .settingUp)
+    }
+
+    @Test("a set-up the owner refused (its link still up) is disconnected and backs off: the accept list waits for the backoff")
+    func refusedSetUpBacksOff() throws {
+        let w = try World(policy: DeviceKeeper.Policy(), acceptList: true)
+        w.ctl.when(command: .disconnect, reply: [Ev.status(.disconnect), Ev.disconnected(handle: 1, reason: 0x16)])
+        w.keeper.attach(w.stack)
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        w.ctl.deliver(Self.connected(Self.lamp, handle: 1))
+        try w.pump { w.events.contains("up Lamp1") }
+        let d = try w.device(Self.lamp)
+        w.keeper.setupFailed(d)
+        try w.pump { w.events.contains("down Lamp1") }
+        guard case let .backingOff(until) = d.state else { Issue.record("state \(d.state)"); return }
+        #expect(Instant.now().msUntil(until) > 300)
+        try w.pump(ms: 200)
+        #expect(Self.fromList(w.ctl) == 0, "not armed during the backoff")
+        try w.pump(ms: 3 * w.keeper.policy.tickMs) { Self.fromList(w.ctl) == 1 }
+        #expect(Self.fromList(w.ctl) == 1, "armed once the backoff is over")
     }
 }

@@ -43,9 +43,18 @@ struct ReacherTests {
         let reacher: Reacher
         let dir: String
 
-        init(_ args: String, scanEnable: [HCIPacket] = [Ev.complete(.leSetScanEnable)], cache: (String, String)? = nil) throws {
+        /// - Parameter scanBeside: the controller lists LE Read Supported
+        ///   States and its states allow scanning while initiating (bits 22, 23).
+        init(_ args: String, scanEnable: [HCIPacket] = [Ev.complete(.leSetScanEnable)], cache: (String, String)? = nil,
+             scanBeside: Bool = false) throws {
             dir = try GATTCacheTests.tempDirectory()
             ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
+            if scanBeside {
+                var commands = [UInt8](repeating: 0, count: 64)
+                commands[28] = 0x08; commands[37] = 0x60
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + commands)])
+                ctl.when(command: .leReadSupportedStates, reply: [Ev.complete(.leReadSupportedStates, [0x00, 0x00, 0x00, 0xC0, 0x00, 0x00, 0x00, 0x00, 0x00])])
+            }
             ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
             ctl.when(command: .leSetScanEnable, reply: scanEnable)
             ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
@@ -69,14 +78,17 @@ struct ReacherTests {
         }
     }
 
-    @Test("two named targets share one scan, each claimed by its first report and connected in turn (the scan stopped for each attempt, resumed while a target waits); an absent one fails alone when the scan time is over")
+    @Test("two named targets share one scan, each claimed by its first report; the first heard waits (the scan goes on) until it is heard advertising again, then is connected (the scan stopped for the attempt, resumed while a target waits); an absent one fails alone when the scan time is over")
     func sharedScan() throws {
-        let w = try World("get --name Lamp1 --name Lamp2 --name Lamp3 --timeout 1")
+        let w = try World("get --name Lamp1 --name Lamp2 --name Lamp3 --timeout 2")
         let (p1, p2, p3) = (w.probes[0], w.probes[1], w.probes[2])
         let central = w.session.stack!.central
         w.reacher.start()
         try w.pump { central.isScanning }
         w.ctl.deliver(KeeperTests.report(Self.lamp2, "Lamp2"))
+        _ = try w.reacher.pump(until: Instant.now().adding(ms: 30)) { false }
+        #expect(w.connectsSent.isEmpty && central.isScanning, "gathering: Lamp1 and Lamp3 may be heard before Lamp2 advertises again")
+        w.ctl.deliver(KeeperTests.report(Self.lamp2, "Lamp2"))  // its next advertising event
         try w.pump { !w.connectsSent.isEmpty }
         // The scan was stopped before the attempt (one thing at a time on the controller).
         #expect(w.connectsSent == [Self.lamp2])
@@ -97,6 +109,100 @@ struct ReacherTests {
         #expect(p3.log == ["failed \(ExitCode.deviceNotFound)"])
         #expect(!central.isScanning)
         #expect(w.session.tracedLinks.count == 2)
+    }
+
+    /// LE Set Scan Enable commands sent: true for Enable, false for Disable.
+    static func scanEnables(_ ctl: ScriptedController) -> [Bool] {
+        ctl.sent.filter { $0.type == .command && $0.bytes.count >= 4 && $0.bytes[0] == 0x0C && $0.bytes[1] == 0x20 }.map { $0.bytes[3] == 1 }
+    }
+
+    @Test("targets heard out of phase: the first heard is connected only once the others are heard (or it advertises again, or gatherMs passed), and the next connect goes to the one heard longest ago")
+    func gatherThenPhaseOrder() throws {
+        let w = try World("get --name Lamp1 --name Lamp2 --name Lamp3")
+        let lamp3 = "C0:11:22:33:44:77"
+        let central = w.session.stack!.central
+        w.reacher.start()
+        try w.pump { central.isScanning }
+        // Lamp3 at 0 ms, Lamp1 at ~15 ms, then Lamp3's next event (heard again) before Lamp2 is heard.
+        w.ctl.deliver(KeeperTests.report(lamp3, "Lamp3"))
+        _ = try w.reacher.pump(until: Instant.now().adding(ms: 15)) { false }
+        w.ctl.deliver(KeeperTests.report(Self.lamp1, "Lamp1"))
+        _ = try w.reacher.pump(until: Instant.now().adding(ms: 15)) { false }
+        #expect(w.connectsSent.isEmpty && central.isScanning)
+        w.ctl.deliver(KeeperTests.report(lamp3, "Lamp3"))
+        try w.pump { !w.connectsSent.isEmpty }
+        // Lamp3 just advertised: Lamp1 (heard longest ago) goes first.
+        #expect(w.connectsSent == [Self.lamp1])
+        w.ctl.deliver(KeeperTests.connected(Self.lamp1, handle: 1))
+        try w.pump { w.connectsSent.count == 2 }
+        #expect(w.connectsSent == [Self.lamp1, lamp3], "the other heard target next, without a scan between")
+        #expect(Self.scanEnables(w.ctl) == [true, false])
+    }
+
+    @Test("the gathering has a bound: a first target never heard again is connected gatherMs after it was heard")
+    func gatherBound() throws {
+        let w = try World("get --name Lamp1 --name Lamp2")
+        let central = w.session.stack!.central
+        w.reacher.start()
+        try w.pump { central.isScanning }
+        let heard = Instant.now()
+        w.ctl.deliver(KeeperTests.report(Self.lamp1, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        let waited = heard.msUntil(Instant.now())
+        #expect(w.connectsSent == [Self.lamp1])
+        #expect(waited >= Reacher.gatherMs - 20 && waited < Reacher.gatherMs + 500, "\(waited) ms")
+    }
+
+    @Test("three targets heard in one scan are connected in turn, in the order heard, without scanning again (a controller that cannot scan while initiating: the scan stops before the first connect and never restarts)")
+    func heardTogetherConnectedInTurn() throws {
+        let w = try World("get --name Lamp1 --name Lamp2 --name Lamp3")
+        let lamp3 = "C0:11:22:33:44:77"
+        let central = w.session.stack!.central
+        w.reacher.start()
+        try w.pump { central.isScanning }
+        w.ctl.deliver(KeeperTests.report(Self.lamp2, "Lamp2"), KeeperTests.report(lamp3, "Lamp3"), KeeperTests.report(Self.lamp1, "Lamp1"))
+        try w.pump { !w.connectsSent.isEmpty }
+        #expect(w.connectsSent == [Self.lamp2])
+        w.ctl.deliver(KeeperTests.connected(Self.lamp2, handle: 1))
+        try w.pump { w.connectsSent.count == 2 }
+        #expect(w.connectsSent == [Self.lamp2, lamp3])
+        w.ctl.deliver(KeeperTests.connected(lamp3, handle: 2))
+        try w.pump { w.connectsSent.count == 3 }
+        w.ctl.deliver(KeeperTests.connected(Self.lamp1, handle: 3))
+        try w.pump { w.probes.allSatisfy(\.isFinished) }
+        #expect(w.connectsSent == [Self.lamp2, lamp3, Self.lamp1], "in the order heard")
+        #expect(w.probes.map(\.log) == [["heard Lamp1", "connecting", "up"], ["heard Lamp2", "connecting", "up"], ["heard Lamp3", "connecting", "up"]])
+        #expect(Self.scanEnables(w.ctl) == [true, false], "one scan, stopped once: no rescan")
+        #expect(w.ctl.unexpected.isEmpty)
+    }
+
+    @Test("a controller that scans while initiating: the scan goes on beside the first connect for the targets not yet heard and stops once all are heard; nothing is scanned again")
+    func scanBesideTheConnect() throws {
+        let w = try World("get --name Lamp1 --name Lamp2 --name Lamp3", scanBeside: true)
+        let lamp3 = "C0:11:22:33:44:77"
+        let central = w.session.stack!.central
+        #expect(w.session.stack!.info.scansWhileInitiating)
+        w.reacher.start()
+        try w.pump { central.isScanning }
+        w.ctl.deliver(KeeperTests.report(Self.lamp2, "Lamp2"))
+        try w.pump { !w.connectsSent.isEmpty }
+        // Connect sent while the scan stays on: no Disable before it.
+        #expect(Self.scanEnables(w.ctl) == [true] && central.isScanning)
+        w.ctl.deliver(KeeperTests.report(Self.lamp1, "Lamp1"))
+        try w.pump { w.probes[0].log == ["heard Lamp1"] }
+        #expect(Self.scanEnables(w.ctl) == [true], "Lamp3 not heard yet: scanning on")
+        w.ctl.deliver(KeeperTests.report(lamp3, "Lamp3"))
+        try w.pump { !central.isScanning }
+        #expect(Self.scanEnables(w.ctl) == [true, false], "all heard: the scan stops")
+        w.ctl.deliver(KeeperTests.connected(Self.lamp2, handle: 1))
+        try w.pump { w.connectsSent.count == 2 }
+        w.ctl.deliver(KeeperTests.connected(Self.lamp1, handle: 2))
+        try w.pump { w.connectsSent.count == 3 }
+        w.ctl.deliver(KeeperTests.connected(lamp3, handle: 3))
+        try w.pump { w.probes.allSatisfy(\.isFinished) }
+        #expect(w.connectsSent == [Self.lamp2, Self.lamp1, lamp3])
+        #expect(Self.scanEnables(w.ctl) == [true, false], "never scanned again")
+        #expect(w.ctl.unexpected.isEmpty)
     }
 
     @Test("two --address targets: connected one after the other without a scan, the second as soon as the first attempt ends")

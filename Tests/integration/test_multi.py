@@ -209,49 +209,58 @@ def test_same_target_twice_is_a_usage_error(world, targets):
 PHASED = ["Lamp1:pycom:interval=100", "Lamp2:particle:interval=100,adv_delay=37", "Lamp3:pycom:interval=100,adv_delay=71"]
 
 
+def run_three_phased(w, cap, rgb: list[int]):
+    """attled sets the three PHASED lamps of world w, its capture in cap; the
+    HCI path of that capture (attledtools.bench.hcipath), once every lamp has
+    its colour and attled hung up."""
+    from attledtools.bench.hcipath import analyse_file
+    r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
+                    "--rgb", ",".join(map(str, rgb)), "--btsnoop", str(cap)])
+    assert r.returncode == 0, r.stderr
+    wait_set(w, list(PROFILE), rgb)
+    for name in PROFILE:
+        assert len(w.find({"event": "connected", "device": name})) == 1, w.format_events()
+    return analyse_file(cap)
+
+
+def scan_switches(path) -> tuple[list, list, list]:
+    """(scan enables, scan disables, connects) among the commands of path."""
+    enables = [c for c in path.commands if c.opcode in (0x200C, 0x2042) and c.params[:1] == b"\x01"]
+    disables = [c for c in path.commands if c.opcode in (0x200C, 0x2042) and c.params[:1] == b"\x00"]
+    connects = [c for c in path.commands if c.opcode in (0x200D, 0x2043)]
+    return enables, disables, connects
+
+
 @pytest.mark.controllers
 def test_three_lamps_heard_in_one_scan_are_connected_without_scanning_again(world, tmp_path, controller):
     """Issue 28: every target heard during the scan is remembered and connected
     in turn; the scan is started once and goes on beside the pending connects
-    (both controllers list scanning while initiating in LE_States), so no lamp
-    waits for a second scan. Judged from attled's own capture, decoded by the
-    bench's HCI reader (attledtools.bench.hcipath), and by the lamps."""
-    from attledtools.bench.hcipath import analyse_file
+    (both controllers list scanning while initiating in LE_States here), so no
+    lamp waits for a second scan. Judged from attled's own capture, decoded by
+    the bench's HCI reader, and by the lamps."""
     w = world(devices=PHASED, extra_args=["--scan-while-initiating"] if controller == "bumble" else [])
-    cap = tmp_path / "three.btsnoop"
-    r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
-                    "--rgb", "10,20,30", "--btsnoop", str(cap)])
-    assert r.returncode == 0, r.stderr
-    wait_set(w, list(PROFILE), [10, 20, 30])
-    path = analyse_file(cap)
-    enables = [c for c in path.commands if c.opcode in (0x200C, 0x2042) and c.params[:1] == b"\x01"]
-    disables = [c for c in path.commands if c.opcode in (0x200C, 0x2042) and c.params[:1] == b"\x00"]
-    connects = [c for c in path.commands if c.opcode in (0x200D, 0x2043)]
+    path = run_three_phased(w, tmp_path / "three.btsnoop", [10, 20, 30])
+    enables, disables, connects = scan_switches(path)
     assert len(enables) == 1 and len(disables) == 1, "\n".join(path.lines())
     assert len(connects) == 3, "\n".join(path.lines())
     # The scan stops once every lamp is heard: after the first Create Connection, not before it.
     assert disables[0].sent > connects[0].sent, "\n".join(path.lines())
-    for name in PROFILE:
-        assert len(w.find({"event": "connected", "device": name})) == 1, w.format_events()
 
 
-def test_without_scanning_while_initiating_the_scan_stops_before_each_connect(world, tmp_path):
+def test_without_scanning_while_initiating_the_lamps_are_heard_first_then_connected_in_turn(world, tmp_path):
     """A controller whose LE_States lack bits 22 and 23 (Bumble's own table)
-    is never asked to scan and initiate at once: the scan is disabled before
-    each LE Create Connection, and lamps heard meanwhile are still connected."""
-    from attledtools.bench.hcipath import analyse_file
+    is never asked to scan and initiate at once. The first lamp heard waits
+    while the scan goes on until all three are heard (within one advertising
+    interval here), then the three are connected one after the other with no
+    scan between (KeeperGather.swift): one scan, three connects."""
     w = world(devices=PHASED)
-    cap = tmp_path / "stock.btsnoop"
-    r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--name", "Lamp2", "--name", "Lamp3",
-                    "--rgb", "1,2,3", "--btsnoop", str(cap)])
-    assert r.returncode == 0, r.stderr
-    wait_set(w, list(PROFILE), [1, 2, 3])
-    path = analyse_file(cap)
-    scanning, connects = False, 0
+    path = run_three_phased(w, tmp_path / "stock.btsnoop", [1, 2, 3])
+    scanning = False
     for c in path.commands:
         if c.opcode == 0x200C:
             scanning = c.params[:1] == b"\x01"
         elif c.opcode == 0x200D:
-            connects += 1
             assert not scanning, "LE Create Connection sent while scanning:\n" + "\n".join(path.lines())
-    assert connects == 3, "\n".join(path.lines())
+    enables, disables, connects = scan_switches(path)
+    assert len(connects) == 3, "\n".join(path.lines())
+    assert len(enables) == 1 and len(disables) == 1, "scanned again:\n" + "\n".join(path.lines())
