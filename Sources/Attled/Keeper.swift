@@ -2,28 +2,41 @@
 import Glibc
 #endif
 
-/// Keeps links to a set of devices: the one place where attled decides when
-/// to scan, when and how to connect (a scan, or a pending LE Create
-/// Connection from the controller's Filter Accept List), how long to back off
-/// after a failure, what to do with a connection that completes after its
-/// attempt was given up, how many links the controller holds (devices beyond
-/// them are connected on demand), and when to reopen a controller that
-/// stopped answering.
+/// Keeps links to devices for the owners that claim them: the one place
+/// where attled decides when to scan, when and how to connect (a scan, or a
+/// pending LE Create Connection from the controller's Filter Accept List), how
+/// long to back off after a failure, what to do with a connection that
+/// completes after its attempt was given up, how many links the controller
+/// holds and who gets them, which parameters a quiet link moves to, and when
+/// to reopen a controller that stopped answering.
 ///
-/// The owner says which devices it wants (`wants`), hears of each link as it
-/// comes up (`Event.linkUp`: set it up, then call `ready` or `setupFailed`)
-/// and goes down, and asks for an on-demand device's link when it has work
-/// for it (`need`). Any number of subscribers; one thread, the stack's event
-/// loop, as everything else.
+/// Owners (`owner(_:priority:)`: a one-shot job, the UI, the gateway, the
+/// proxy) claim devices (`KeeperOwner.wants` returns a `Claim` for a report,
+/// or `reach` one at a known address): keep connected, reach once, or
+/// connect on demand. Each owner hears its own devices' events (`Event.linkUp`:
+/// set the link up, then call `ready` or `setupFailed`) and the
+/// controller's; it asks for an on-demand device's link when it has work
+/// (`need`), says when it is `busy` with a link and when `idle`.
+///
+/// Slots: at most `Policy.maxLinks` links, or what the controller was found
+/// to hold. Owners are served by priority, then in the order their devices
+/// were adopted. A claim that finds every slot taken may take one held by an
+/// owner of lower priority: an on-demand link without work first, then the
+/// newest ready kept link (never a link being set up); the device let go is
+/// connected on demand from then on when its owner allows, else it waits for
+/// a slot. Between owners of one priority nothing is taken: a kept device
+/// beyond the slots is connected on demand (`KeeperOwner.onDemandBeyondSlots`)
+/// or waits. One thread, the stack's event loop, as everything else.
 ///
 ///     let keeper = DeviceKeeper(stack: stack, reopen: { try BLEStack.open(spec, loop: loop) })
-///     keeper.wants = { $0.name == "CassarTech" }
-///     _ = keeper.subscribe { event in
+///     let lamps = keeper.owner("lamps")
+///     lamps.wants = { $0.name == "CassarTech" ? .keep : nil }
+///     lamps.subscribe { event in
 ///         if case let .linkUp(device, link) = event { ...; keeper.ready(device) }
 ///     }
 ///     try keeper.run()   // until SIGINT/SIGTERM (HCIError.interrupted) or stop()
 public final class DeviceKeeper {
-    /// How the keeper paces and bounds its work.
+    /// How the keeper paces and bounds its work (for every owner).
     public struct Policy: Sendable {
         /// At most this many links (nil: what the controller holds).
         public var maxLinks: Int?
@@ -33,8 +46,6 @@ public final class DeviceKeeper {
         public var activeScan = true
         /// One connection attempt's bound.
         public var connectTimeoutMs = 3_000
-        /// The parameters links are made with.
-        public var parameters: ConnectionParameters = .oneShot
         /// Pacing of a device's reconnections after a failure.
         public var deviceBackoff = Backoff(initialMs: 500, maxMs: 30_000)
         /// Pacing of the controller's reopening.
@@ -45,19 +56,6 @@ public final class DeviceKeeper {
         public var acceptIgnoredAfterMs = 1_500
         /// The period of the housekeeping tick (scanning, the accept list).
         public var tickMs = 500
-        /// Devices beyond the slots are connected on demand (false: they wait
-        /// until a slot is free, for an app that keeps one device at a time).
-        public var onDemandBeyondSlots = true
-        /// Whether a device is tried again: false for one-shot jobs, where a
-        /// failed attempt or a dropped link is the device's end (`.gone`,
-        /// with `Event.connectFailed` or `Event.linkDown`) and nothing is
-        /// reconnected from the accept list.
-        public var reconnect = true
-        /// Several targets on a controller that cannot scan while initiating
-        /// (one-shot jobs): after the first is heard, connects wait while the
-        /// scan goes on, until every target is heard, one is heard advertising
-        /// again, or this many ms passed (KeeperGather.swift); 0: at once.
-        public var gatherMs = 0
 
         public init() {}
     }
@@ -81,6 +79,19 @@ public final class DeviceKeeper {
         case connectFailed(KeptDevice, error: any Error)
         /// A scan could not be started (tried again on the next tick).
         case scanFailed(any Error)
+        /// `device`'s state changed (from `from`); the keeper's one setter emits it.
+        case stateChanged(KeptDevice, from: KeptDevice.Phase)
+
+        /// The device the event is about (nil: the controller's, for every owner).
+        var device: KeptDevice? {
+            switch self {
+            case let .linkUp(d, _), let .linkDown(d, _, _), let .becameOnDemand(d, _), let .connectFailed(d, _),
+                 let .stateChanged(d, _):
+                return d
+            case .controllerLost, .controllerBack, .waitingFromAcceptList, .scanFailed:
+                return nil
+            }
+        }
     }
 
     /// A subscription, for `cancel`.
@@ -91,19 +102,16 @@ public final class DeviceKeeper {
     public private(set) var stack: BLEStack?
     /// The event loop every stack runs on.
     public let loop: EventLoop
-    /// Which devices to keep: called for every connectable report not yet adopted.
-    public var wants: (DiscoveredDevice) -> Bool = { _ in false }
-    /// Whether the owner has work for an on-demand device (it is connected
-    /// for it, and released only without it).
-    public var hasWork: (KeptDevice) -> Bool = { _ in false }
+    /// The owners, by priority (highest first), then in the order they came.
+    public private(set) var owners: [KeeperOwner] = []
     /// No connection attempt runs past this (a one-shot run's deadline):
     /// an attempt's timeout is cut to what is left.
     public var deadline: Instant?
-    /// Whether there is anything left to find: the keeper scans only while
-    /// this says so (one-shot jobs: some target not yet heard).
-    public var scanWanted: () -> Bool = { true }
     /// Log lines (what the keeper decided and why).
     public var log: (String) -> Void = { _ in }
+    /// Every state change of a device and every parameter change of a link,
+    /// as a line (nil: not traced; a gateway's --verbose).
+    public var trace: ((String) -> Void)?
     /// The devices adopted so far, by address.
     public internal(set) var devices: [BDAddress: KeptDevice] = [:]
 
@@ -130,8 +138,8 @@ public final class DeviceKeeper {
     public internal(set) var reconnectPath: ReconnectPath = .unknown
     /// Set once this controller was seen to ignore its accept list (kept across reopenings).
     var acceptListIgnored: String?
-    var acceptArming = false
-    var acceptNotBefore = Instant.now()
+    /// The accept-list connect (KeeperAcceptList.swift).
+    var acceptList = AcceptListConnect.idle
     var acceptBackoff = Backoff(initialMs: 500, maxMs: 30_000)
     var acceptWatch: AcceptListWatch
     /// The gathering of targets before the first connect (KeeperGather.swift).
@@ -154,9 +162,46 @@ public final class DeviceKeeper {
         acceptWatch = AcceptListWatch(deadlineMs: policy.acceptIgnoredAfterMs)
     }
 
-    // MARK: subscribers
+    // MARK: owners and subscribers
 
-    /// Calls `handler` with every event from now on, in subscription order.
+    /// A new owner of claims; owners of higher `priority` are served first
+    /// when slots run short (see the type's "Slots").
+    public func owner(_ name: String, priority: Int = 0) -> KeeperOwner {
+        let o = KeeperOwner(name: name, priority: priority)
+        owners.append(o)
+        owners.sort { $0.priority > $1.priority }  // stable: equal priorities keep their order
+        return o
+    }
+
+    /// The owner is done: its links are let go, its devices forgotten, and
+    /// the slots they held go to the other owners.
+    public func remove(_ owner: KeeperOwner) {
+        guard owner.active else { return }
+        owner.active = false
+        owners.removeAll { $0 === owner }
+        for d in devices.values where d.owner === owner { release(d) }
+    }
+
+    /// The owner gives up its claim on `device`: its link (if any) is let
+    /// go and the device forgotten.
+    public func release(_ device: KeptDevice) {
+        guard devices[device.address.address] === device, !device.released else { return }
+        device.released = true
+        if let t = device.quietTimer { stack?.host.cancel(t) }
+        device.quietTimer = nil
+        if let link = device.link {
+            set(device, .releasing(link), "released by \(device.owner.name)")
+            _ = link.startDisconnect()
+        } else if connecting !== device {
+            // No link and no attempt under way: forgotten now (an attempt's
+            // connection, if it comes, is let go by tryConnect).
+            devices[device.address.address] = nil
+            set(device, .gone, "released by \(device.owner.name)")
+        }
+        armAcceptList()
+    }
+
+    /// Calls `handler` with every event of every owner from now on (a monitor).
     @discardableResult
     public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
         subscribers.add(handler)
@@ -164,7 +209,41 @@ public final class DeviceKeeper {
 
     public func cancel(_ s: Subscription) { subscribers.remove(s) }
 
-    func emit(_ e: Event) { subscribers.emit(e) }
+    /// An event to the monitors, then to the owner of its device (the
+    /// controller's events: to every owner).
+    func emit(_ e: Event) {
+        subscribers.emit(e)
+        if let d = e.device {
+            if d.owner.active { d.owner.subscribers.emit(e) }
+        } else if case let .waitingFromAcceptList(ds) = e {
+            for o in owners {
+                let mine = ds.filter { $0.owner === o }
+                if !mine.isEmpty { o.subscribers.emit(.waitingFromAcceptList(mine)) }
+            }
+        } else {
+            for o in owners { o.subscribers.emit(e) }
+        }
+    }
+
+    /// Changes a device's state: the one place that does, traced.
+    func set(_ dev: KeptDevice, _ state: KeptDevice.State, _ why: String? = nil) {
+        let was = dev.phase
+        dev.state = state
+        guard was != dev.phase else { return }
+        trace?("\(dev.label): \(was.rawValue) -> \(dev.phase.rawValue)" + (why.map { " (\($0))" } ?? ""))
+        emit(.stateChanged(dev, from: was))
+    }
+
+    /// Whether some owner still looks for devices it has not heard.
+    func scanWanted() -> Bool {
+        owners.contains { o in
+            if let m = o.maxLinks, links(of: o) >= m { return false }
+            return o.scanWanted()
+        }
+    }
+
+    /// The links `owner`'s devices hold.
+    func links(of owner: KeeperOwner) -> Int { devices.values.filter { $0.owner === owner && $0.link != nil }.count }
 
     // MARK: running
 
@@ -236,7 +315,7 @@ public final class DeviceKeeper {
             // completion), so the scan is still stopping, and tryConnect then
             // makes no second link.
             st.central.adoptUnrequested { [weak self] c in
-                guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil, dev.state != .gone else { return false }
+                guard let self, !self.stopping, let dev = self.devices[c.peer.address], dev.link == nil, dev.phase != .gone, !dev.released else { return false }
                 self.log("\(dev.label): a connection given up earlier completed: adopting it")
                 self.linkUp(dev, st.attach(c))
                 return true
@@ -251,7 +330,7 @@ public final class DeviceKeeper {
     func detach(_ st: BLEStack) {
         // No accept-list connect on the controller being dropped: decided anew on the next.
         reconnectPath = .unknown
-        acceptArming = false
+        acceptList = .idle
         for d in devices.values where d.link != nil { linkDown(d.address, reason: nil, force: true) }
         connecting = nil
         for t in centralSubscriptions { st.central.cancel(t) }
@@ -301,80 +380,4 @@ public final class DeviceKeeper {
     func noteControllerError(_ e: any Error) {
         if case HCIError.commandTimeout = e, !controllerFailed { controller = .failed(why: "\(e)") }
     }
-
-    // MARK: what the owner tells the keeper
-
-    /// The owner set `device`'s link up: it counts as kept from now on (it
-    /// comes back from the accept list), and its backoff starts over.
-    public func ready(_ device: KeptDevice) {
-        guard device.link != nil else { return }
-        device.attempts = 0
-        device.backoff.reset()
-        device.connectedAt = Instant.now()
-        device.state = .ready
-        idle(device)
-    }
-
-    /// The owner could not set `device`'s link up: it is disconnected and
-    /// tried again after the backoff. A set-up that failed because the link
-    /// was lost under it (its Disconnection Complete already in) is no
-    /// refusal: `linkDown` reconnects it at once.
-    public func setupFailed(_ device: KeptDevice) {
-        guard let link = device.link, link.isConnected else { return }
-        device.setupRefused = true
-        _ = link.startDisconnect()
-    }
-
-    /// A device at a known address (given, or remembered from an earlier
-    /// run), connected at the keeper's next chance without waiting for a
-    /// report; `timeoutMs` bounds its attempts instead of the policy's
-    /// (a remembered address is tried briefly before a scan).
-    @discardableResult
-    public func reach(_ address: DeviceAddress, name: String? = nil, timeoutMs: Int? = nil) -> KeptDevice {
-        let dev = devices[address.address] ?? adopt(address)
-        devices[address.address] = dev
-        if let name { dev.name = name }
-        dev.connectTimeoutMs = timeoutMs
-        if dev.state == .gone { dev.state = .wanted }
-        tryConnect(dev)
-        return dev
-    }
-
-    /// A new device, numbered in the order it was adopted.
-    func adopt(_ address: DeviceAddress) -> KeptDevice {
-        adopted += 1
-        let dev = KeptDevice(address: address, backoff: policy.deviceBackoff, order: adopted)
-        devices[address.address] = dev
-        return dev
-    }
-
-    /// Forgets a device that has no link (an address that did not answer):
-    /// a report from it is judged by `wants` again.
-    public func forget(_ device: KeptDevice) {
-        guard device.link == nil, devices[device.address.address] === device, connecting !== device else { return }
-        devices[device.address.address] = nil
-    }
-
-    /// The owner has work for `device`: an on-demand device without a link is connected.
-    public func need(_ device: KeptDevice) {
-        if device.link == nil { tryConnect(device) }
-    }
-
-    /// The owner finished a piece of work on `device`: an on-demand link is
-    /// let go after `onDemandIdleMs` without more (`hasWork` false).
-    public func idle(_ device: KeptDevice) {
-        guard device.mode == .onDemand, let h = stack?.host else { return }
-        if let t = device.releaseTimer { h.cancel(t) }
-        device.releaseTimer = h.schedule(afterMs: policy.onDemandIdleMs) { [weak self, weak device] in
-            guard let self, let device else { return }
-            device.releaseTimer = nil
-            guard device.mode == .onDemand, !self.hasWork(device), let link = device.link else { return }
-            device.state = .releasing
-            self.log("\(device.label): idle: releasing the on-demand link")
-            _ = link.startDisconnect()
-        }
-    }
-
-    /// How many devices have a link now.
-    public var linkCount: Int { devices.values.filter { $0.link != nil }.count }
 }

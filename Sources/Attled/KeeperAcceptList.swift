@@ -13,6 +13,20 @@ public enum ReconnectPath: Equatable, Sendable {
     case scanning(why: String)
 }
 
+/// Where the keeper's accept-list connect stands (the devices it waits for
+/// are the Central's `acceptListConnect`).
+enum AcceptListConnect: Equatable {
+    /// None pending.
+    case idle
+    /// Being armed: the scan stopping before it, or a cancelled one ending
+    /// before the next (the list may not change while a connect uses it).
+    case arming
+    /// Pending on the controller.
+    case armed
+    /// The last one failed: none before `until` (backoff).
+    case failed(until: Instant)
+}
+
 /// The keeper's reconnection from the controller's Filter Accept List.
 ///
 /// A device the owner has set up once is "kept": when its link goes down it
@@ -73,13 +87,13 @@ extension DeviceKeeper {
     /// Whether scanning waits for the pending accept-list connect.
     var scanPausedForAcceptList: Bool {
         guard case let .acceptList(_, beside) = reconnectPath, !beside, let stack = self.stack else { return false }
-        return stack.central.acceptListConnect != nil || acceptArming
+        return stack.central.acceptListConnect != nil || acceptList == .arming
     }
 
     /// A kept device whose address is known from a link it had, whatever
     /// phase that link was lost in (set up or not), not on demand.
     func reconnectsFromAcceptList(_ dev: KeptDevice) -> Bool {
-        guard policy.reconnect, case .acceptList = reconnectPath else { return false }
+        guard dev.claim.kind == .keep, !dev.released, case .acceptList = reconnectPath else { return false }
         return (dev.connectedAt != nil || dev.downAt != nil) && dev.mode == .kept
     }
 
@@ -88,7 +102,8 @@ extension DeviceKeeper {
     /// another set (the list may not change while a connect uses it).
     func armAcceptList() {
         guard case let .acceptList(size, beside) = reconnectPath, let stack = self.stack, !stopping,
-              connecting == nil, !acceptArming, Instant.now() >= acceptNotBefore else { return }
+              connecting == nil, acceptList != .arming else { return }
+        if case let .failed(until) = acceptList, Instant.now() < until { return }
         let now = Instant.now()
         var want = devices.values.filter { $0.link == nil && reconnectsFromAcceptList($0) && now >= $0.notBefore }
             .sorted { ($0.downAt ?? now, $0.address.address.description) < ($1.downAt ?? now, $1.address.address.description) }
@@ -96,26 +111,26 @@ extension DeviceKeeper {
         let peers = Array(want.prefix(size)).map(\.address)
         if let current = stack.central.acceptListConnect {
             if Set(current) == Set(peers) { return }
-            acceptArming = true  // cleared when the cancelled connect ends; then armed again
+            acceptList = .arming  // until the cancelled connect ends; then armed again
             stack.central.cancelAcceptListConnect()
             return
         }
         guard !peers.isEmpty else { return }
-        acceptArming = true
+        acceptList = .arming
         let scanStop: Future<Void> = !beside && stack.central.isScanning ? stack.central.stopScanning().recover { _ in .done } : .done
         scanStop.whenComplete { [weak self, weak stack] _ in
             guard let self, let stack, self.stack === stack else { return }
-            guard self.connecting == nil, !self.stopping else { self.acceptArming = false; return }
+            guard self.connecting == nil, !self.stopping else { self.acceptList = .idle; return }
             self.acceptWatch.reset()
             let labels = peers.map { self.devices[$0.address]?.label ?? $0.address.description }
             self.log("waiting for \(labels.joined(separator: ", ")) from the Filter Accept List")
             let f = stack.central.startAcceptListConnect(peers, parameters: .oneShot)
-            self.emit(.waitingFromAcceptList(peers.compactMap { self.devices[$0.address] }))
             // Armed once the connect is queued: a change of the set cancels it from now on.
-            self.acceptArming = false
+            self.acceptList = .armed
+            self.emit(.waitingFromAcceptList(peers.compactMap { self.devices[$0.address] }))
             f.whenComplete { [weak self] r in
                 guard let self, self.stack === stack else { return }
-                self.acceptArming = false
+                self.acceptList = .idle
                 switch r {
                 case .success(let c):
                     self.acceptBackoff.reset()
@@ -129,8 +144,9 @@ extension DeviceKeeper {
                     break  // cancelled to change the set, or for a scan-path connect
                 case .failure(let e):
                     self.noteControllerError(e)
-                    self.acceptNotBefore = Instant.now().adding(ms: self.acceptBackoff.next())
-                    self.log("accept-list connect failed (\(e)); again \(self.acceptNotBefore.msUntilNowString)")
+                    let until = Instant.now().adding(ms: self.acceptBackoff.next())
+                    self.acceptList = .failed(until: until)
+                    self.log("accept-list connect failed (\(e)); again \(until.msUntilNowString)")
                 }
                 self.armAcceptList()
                 self.ensureScanning()

@@ -1,12 +1,13 @@
 /// Several targets, one scan, on a controller that cannot scan while it
-/// initiates (LE Supported States without bits 22 and 23, as Bumble's).
+/// initiates (LE Supported States without bits 22 and 23, as Bumble's), for
+/// an owner that asks for it (`KeeperOwner.gatherMs`: one-shot jobs).
 ///
 /// A connect waits for the target's next advertisement, and while it is
 /// pending nothing else is heard. Connecting the first target heard at once
 /// costs every later one two advertisements: one heard by a new scan after
-/// the link is up, the next one connected. So with `Policy.gatherMs` set the
-/// keeper goes on scanning after the first target is heard, until the owner
-/// wants nothing more (every target heard), a target is heard advertising
+/// the link is up, the next one connected. So with `gatherMs` set the
+/// keeper goes on scanning after the first target is heard, until no owner
+/// looks for anything more (every target heard), a target is heard advertising
 /// again (one advertising interval went by: waiting longer gains nothing),
 /// or `gatherMs` passed. Then it connects them in turn with no scan between,
 /// the one heard longest ago first: with like intervals its next
@@ -33,7 +34,7 @@ extension DeviceKeeper {
         }
         if gather == .notStarted {
             gather = .since(Instant.now())
-            _ = st.host.schedule(afterMs: policy.gatherMs) { [weak self] in
+            _ = st.host.schedule(afterMs: dev.owner.gatherMs) { [weak self] in
                 guard let self, self.gather != .over else { return }
                 self.gather = .over
                 self.connectNextWanted()
@@ -47,17 +48,17 @@ extension DeviceKeeper {
     /// a scan response comes within the same event).
     private func heardAgain(_ st: BLEStack) -> Bool {
         devices.values.contains { d in
-            guard d.state == .wanted, d.link == nil, let seen = st.central.devices[d.address] else { return false }
+            guard d.phase == .wanted, d.link == nil, let seen = st.central.devices[d.address] else { return false }
             return seen.firstSeen.msUntil(seen.lastSeen) >= 10
         }
     }
 
-    /// Of the wanted devices heard and ready for a try, the one heard longest ago.
-    func nextByPhase() -> KeptDevice? {
+    /// Of `owner`'s wanted devices heard and ready for a try, the one heard longest ago.
+    func nextByPhase(of owner: KeeperOwner) -> KeptDevice? {
         guard let st = stack else { return nil }
         let now = Instant.now()
         let ready = devices.values.compactMap { d -> (KeptDevice, Instant)? in
-            guard d.state == .wanted, d.link == nil, now >= d.notBefore, let seen = st.central.devices[d.address] else { return nil }
+            guard d.owner === owner, d.phase == .wanted, d.link == nil, now >= d.notBefore, let seen = st.central.devices[d.address] else { return nil }
             return (d, seen.lastSeen)
         }
         return ready.min { a, b in a.1 != b.1 ? a.1 < b.1 : a.0.order < b.0.order }?.0

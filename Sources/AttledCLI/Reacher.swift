@@ -38,6 +38,8 @@ final class Reacher {
     let opts: Options
     let items: [any Reaching]
     let keeper: DeviceKeeper
+    /// The targets' claims.
+    let owner: KeeperOwner
     /// The target each claimed device serves (one device serves one target).
     private var claimed: [BDAddress: any Reaching] = [:]
     /// Addresses tried from the cache, with the name they were remembered for.
@@ -59,19 +61,20 @@ final class Reacher {
         opts = s.opts
         self.items = items
         var p = DeviceKeeper.Policy()
-        p.reconnect = false
         p.useAcceptList = false
-        p.onDemandBeyondSlots = false
         p.activeScan = !opts.passive
         p.connectTimeoutMs = opts.connectTimeoutMs ?? Session.defaultConnectMs
-        // Several targets: heard in one scan before the first connect, where
-        // the controller cannot scan beside it (KeeperGather.swift).
-        p.gatherMs = Self.gatherMs
         keeper = DeviceKeeper(stack: stack, policy: p)
         keeper.deadline = s.deadline
-        keeper.wants = { [weak self] d in self?.claim(d) ?? false }
-        keeper.scanWanted = { [weak self] in self?.someoneWaits ?? false }
-        subscription = keeper.subscribe { [weak self] e in self?.event(e) }
+        // Each target reached once: a failed attempt or a dropped link is its end.
+        owner = keeper.owner("targets")
+        owner.onDemandBeyondSlots = false
+        // Several targets: heard in one scan before the first connect, where
+        // the controller cannot scan beside it (KeeperGather.swift).
+        owner.gatherMs = Self.gatherMs
+        owner.wants = { [weak self] d in (self?.claim(d) ?? false) ? .once : nil }
+        owner.scanWanted = { [weak self] in self?.someoneWaits ?? false }
+        subscription = owner.subscribe { [weak self] e in self?.event(e) }
     }
 
     var someoneWaits: Bool { items.contains { $0.isWaiting } }
@@ -94,7 +97,7 @@ final class Reacher {
     /// Unhooks the keeper and stops the scan (the links stay up for the clean-up).
     func end() throws {
         keeper.end()
-        if let sub = subscription { keeper.cancel(sub) }
+        if let sub = subscription { owner.cancel(sub) }
         if let st = keeper.stack, st.central.isScanning { try st.central.stopScan() }
     }
 
@@ -135,7 +138,7 @@ final class Reacher {
         claimed[address.address] = i
         if let cachedName { cachedNames[address.address] = cachedName }
         i.connecting()
-        keeper.reach(address, name: i.target.name, timeoutMs: budget)
+        keeper.reach(address, for: owner, name: i.target.name, timeoutMs: budget)
     }
 
     private func event(_ e: DeviceKeeper.Event) {

@@ -15,6 +15,7 @@ import AttledLED
 /// controller that failed. `UIApp` draws it and feeds it keys (UIKeys.swift).
 final class UIModel {
     let keeper: DeviceKeeper
+    let owner: KeeperOwner
     let resolver: LEDResolver
     let transportName: String
     /// Called after anything shown changed (the app redraws).
@@ -62,8 +63,6 @@ final class UIModel {
     init(stack: BLEStack, resolver: LEDResolver, filter: DeviceFilter, passive: Bool, connectTimeoutMs: Int,
          noAcceptList: Bool = false, reopen: (() throws -> BLEStack)? = nil, close: ((BLEStack) -> Void)? = nil) {
         var p = DeviceKeeper.Policy()
-        p.maxLinks = 1
-        p.onDemandBeyondSlots = false
         p.useAcceptList = !noAcceptList
         p.activeScan = !passive
         p.connectTimeoutMs = connectTimeoutMs
@@ -72,14 +71,18 @@ final class UIModel {
         keeper = DeviceKeeper(stack: stack, policy: p, reopen: reopen, close: close)
         self.resolver = resolver
         transportName = stack.transport.name
-        keeper.wants = { d in filter.matches(d) }
-        keeper.subscribe { [weak self] e in self?.event(e) }
+        // One lamp at a time, kept; another is taken only when this one is down.
+        owner = keeper.owner("ui")
+        owner.maxLinks = 1
+        owner.onDemandBeyondSlots = false
+        owner.wants = { d in filter.matches(d) ? .keep : nil }
+        owner.subscribe { [weak self] e in self?.event(e) }
     }
 
     var state: State {
         guard started else { return .starting }
         guard let d = device else { return .scanning }
-        switch d.state {
+        switch d.phase {
         case .connecting: return .connecting
         case .settingUp: return .discovering
         case .ready: return .connected
@@ -143,7 +146,7 @@ final class UIModel {
         case let .linkDown(_, reason, _):
             reset()
             if !quitting { status = "disconnected (\(reason?.description ?? "link lost")); scanning again" }
-        case .becameOnDemand: break
+        case .becameOnDemand, .stateChanged: break
         case let .controllerLost(why):
             reset()
             status = "controller: \(why); reopening it"

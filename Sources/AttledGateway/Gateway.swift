@@ -18,6 +18,10 @@ public final class Gateway {
     public let topics: HATopics
     /// The links (the current stack is `keeper.stack`).
     public let keeper: DeviceKeeper
+    /// The lamps' claims on the keeper.
+    public let owner: KeeperOwner
+    /// A link quiet for this long moves to the `idle` parameters.
+    static let idleAfterMs = 10_000
     /// Where log lines go (default: stderr, "attled: gateway: ...").
     public var log: (String) -> Void = { Console.err("attled: " + $0) }
     /// Set once `run` ended on a signal after the clean shutdown.
@@ -51,10 +55,15 @@ public final class Gateway {
         if let bonds { r.identity = { a in bonds.bond(for: a)?.identity ?? a } }
         resolver = r
         keeper = DeviceKeeper(stack: stack, policy: config.keeper, reopen: reopen, close: close)
-        keeper.wants = { [config] d in config.wants(d) }
-        keeper.hasWork = { [weak self] d in self?.lamps[d.address.address]?.hasWork ?? false }
+        owner = keeper.owner("lamps")
+        // Kept links: the short interval for set-up and writes, the idle one
+        // after `idleAfterMs` without commands (PROTOCOL.md, "Connection parameters").
+        let claim = Claim(.keep, parameters: .oneShot, idle: Claim.Idle(afterMs: Self.idleAfterMs, parameters: .idle))
+        owner.wants = { [config] d in config.wants(d) ? claim : nil }
+        owner.hasWork = { [weak self] d in self?.lamps[d.address.address]?.hasWork ?? false }
         keeper.log = { [weak self] line in self?.log("gateway: " + line) }
-        keeper.subscribe { [weak self] e in self?.keeperEvent(e) }
+        if config.verbose { keeper.trace = { [weak self] line in self?.log("gateway: " + line) } }
+        owner.subscribe { [weak self] e in self?.keeperEvent(e) }
     }
 
     // MARK: run
@@ -86,7 +95,7 @@ public final class Gateway {
         case .controllerLost:
             // The broker is still served while there is no controller.
             if let c = mqtt, c.state == .disconnected, mqttRetry == nil { scheduleBrokerRetry() }
-        case .controllerBack, .waitingFromAcceptList, .connectFailed, .scanFailed: break
+        case .controllerBack, .waitingFromAcceptList, .connectFailed, .scanFailed, .stateChanged: break
         }
     }
 

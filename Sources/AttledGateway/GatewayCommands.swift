@@ -3,34 +3,9 @@ import AttledLED
 import BLEMQTT
 
 /// The gateway's commands: Home Assistant's light commands and button
-/// presses, coalesced writes, and the connection interval policy.
+/// presses, coalesced writes (the keeper carries out the connection
+/// interval policy: `busy` before a write, `idle` after).
 extension Gateway {
-
-    // MARK: connection interval policy (PROTOCOL.md, "Connection parameters")
-
-    /// A link quiet for this long moves to the `idle` parameters.
-    static let idleAfterMs = 10_000
-
-    /// (Re)starts the quiet timer; when it fires, LE Connection Update to `idle`.
-    func armIdle(_ dev: GatewayLamp) {
-        guard let h = keeper.stack?.host else { return }
-        if let t = dev.idleTimer { h.cancel(t) }
-        dev.idleTimer = h.schedule(afterMs: Self.idleAfterMs) { [weak self] in
-            dev.idleTimer = nil
-            self?.setInterval(dev, idle: true)
-        }
-    }
-
-    /// Asks the controller for the `idle` or `oneShot` parameters; writes go on meanwhile.
-    func setInterval(_ dev: GatewayLamp, idle: Bool) {
-        guard let link = dev.link, let h = keeper.stack?.host, (dev.interval == .idle) != idle else { return }
-        dev.interval = idle ? .idle : .active
-        let p: ConnectionParameters = idle ? .idle : .oneShot
-        h.submit(LEConnectionUpdate(handle: link.connection.handle, parameters: p).command).whenFailure { [weak self] e in
-            self?.log("gateway: \(dev.label): connection update to \(idle ? "idle" : "active") parameters refused: \(e)")
-        }
-        if config.verbose { log("gateway: \(dev.label): \(idle ? "quiet: relaxing the connection interval" : "active: short connection interval")") }
-    }
 
     // MARK: commands
 
@@ -72,8 +47,7 @@ extension Gateway {
         // the gateway hears of it (the failed write's completion comes first):
         // nothing is written on it; linkDown follows and the link is made again.
         guard let link = dev.link, link.isConnected, let led = dev.led, !dev.isWriting, let want = dev.wanted, let ha = dev.ha else { return }
-        setInterval(dev, idle: false)
-        armIdle(dev)
+        keeper.busy(dev.device)
         dev.wanted = nil
         dev.write = .writing(want)
         let c = want.deviceColour
@@ -111,8 +85,7 @@ extension Gateway {
             return
         }
         log("gateway: \(dev.label): button \(b.rawValue)")
-        setInterval(dev, idle: false)
-        armIdle(dev)
+        keeper.busy(dev.device)
         _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
         _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
             guard dev.link === link else { return }

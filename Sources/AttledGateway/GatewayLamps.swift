@@ -19,10 +19,6 @@ final class GatewayLamp {
     /// One write in flight per lamp.
     enum Write { case none, writing(LightState) }
     var write = Write.none
-    /// Which connection parameters the link has (PROTOCOL.md, "Connection parameters").
-    enum Interval { case active, idle }
-    var interval = Interval.active
-    var idleTimer: HostToken?
     /// A harness button pressed while an on-demand lamp was not connected.
     var pendingPress: HarnessButton?
 
@@ -61,7 +57,6 @@ extension Gateway {
                 switch r {
                 case .success:
                     self.keeper.ready(d)
-                    self.armIdle(lamp)
                     if let b = lamp.pendingPress { lamp.pendingPress = nil; self.press(lamp, b) }
                     self.log("gateway: \(lamp.label): ready (\(lamp.led?.profile.name ?? "?"))")
                     self.announce(lamp)
@@ -124,9 +119,6 @@ extension Gateway {
     func lampDown(_ lamp: GatewayLamp, planned: Bool) {
         lamp.led = nil
         lamp.write = .none
-        lamp.interval = .active
-        if let t = lamp.idleTimer { keeper.stack?.host.cancel(t) }
-        lamp.idleTimer = nil
         if planned { return }
         if keeper.stopping {
             // Its offline message went out before the broker was left.

@@ -33,9 +33,8 @@ struct GatewayCommandTests {
             w.stack.central.adoptUnrequested { c in link = w.stack.attach(c); return true }
             w.ctl.deliver(KeeperTests.connected(KeeperTests.lamp, handle: 1))
             try w.pump { link != nil }
-            let dev = KeptDevice(address: DeviceAddress(BDAddress(KeeperTests.lamp)!, .random), backoff: Backoff())
-            dev.link = try #require(link)
-            dev.state = .ready
+            let dev = KeptDevice(address: DeviceAddress(BDAddress(KeeperTests.lamp)!, .random), owner: gateway.owner, claim: .keep, backoff: Backoff())
+            dev.state = .ready(try #require(link))
             self.w = w
             self.gateway = gateway
             lamp = gateway.lamp(for: dev)

@@ -30,13 +30,15 @@ struct KeeperTests {
         let ctl: ScriptedController
         let stack: BLEStack
         let keeper: DeviceKeeper
+        let owner: KeeperOwner
         var events: [String] = []
         var work: Set<String> = []
 
         /// - Parameter acceptList: the controller lists the Filter Accept List
         ///   commands (8 entries); the policy's `useAcceptList` decides.
+        /// - Parameter claim: what the test's owner claims each lamp heard as.
         init(policy: DeviceKeeper.Policy = { var p = DeviceKeeper.Policy(); p.useAcceptList = false; return p }(),
-             acceptList: Bool = false, reopen: (() throws -> BLEStack)? = nil) throws {
+             claim: Claim = .keep, acceptList: Bool = false, reopen: (() throws -> BLEStack)? = nil) throws {
             ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
             if acceptList {
                 var commands = [UInt8](repeating: 0, count: 64)
@@ -53,9 +55,10 @@ struct KeeperTests {
             stack.host.interruptible = false
             stack.central.airRequests = []
             keeper = DeviceKeeper(stack: stack, policy: policy, reopen: reopen)
-            keeper.wants = { $0.name?.hasPrefix("Lamp") == true }
-            keeper.hasWork = { [unowned self] d in self.work.contains(d.name ?? "") }
-            keeper.subscribe { [unowned self] e in
+            owner = keeper.owner("test")
+            owner.wants = { $0.name?.hasPrefix("Lamp") == true ? claim : nil }
+            owner.hasWork = { [unowned self] d in self.work.contains(d.name ?? "") }
+            owner.subscribe { [unowned self] e in
                 switch e {
                 case let .linkUp(d, _): self.events.append("up \(d.name ?? "?")")
                 case let .linkDown(d, _, planned): self.events.append("down \(d.name ?? "?")\(planned ? " planned" : "")")
@@ -64,7 +67,7 @@ struct KeeperTests {
                 case .controllerBack: self.events.append("controller back")
                 case .waitingFromAcceptList: self.events.append("accept list")
                 case let .connectFailed(d, _): self.events.append("failed \(d.name ?? d.address.address.description)")
-                case .scanFailed: break  // logged by the keeper; the tests judge the commands sent
+                case .scanFailed, .stateChanged: break  // the tests judge the commands sent and the other events
                 }
             }
         }
@@ -96,14 +99,14 @@ struct KeeperTests {
         let at = try #require(ops.firstIndex(of: 0x200D))
         #expect(ops[..<at].last == 0x200C && w.ctl.sentHex(.command).contains("01 0c 20 02 00 00"))
         let d = try w.device(Self.lamp)
-        #expect(d.state == .connecting || d.state == .settingUp)
+        #expect(d.phase == .connecting || d.phase == .settingUp)
         w.ctl.deliver(Self.connected(Self.lamp, handle: 1))
         try w.pump { w.events == ["up Lamp1"] }
         #expect(w.events == ["up Lamp1"])
         #expect(w.keeper.devices.count == 1)
-        #expect(d.state == .settingUp && d.link != nil && d.attempts == 1)
+        #expect(d.phase == .settingUp && d.link != nil && d.attempts == 1)
         w.keeper.ready(d)
-        #expect(d.state == .ready && d.attempts == 0 && d.connectedAt != nil)
+        #expect(d.phase == .ready && d.attempts == 0 && d.connectedAt != nil)
         w.ctl.deliver(h4("04 05 04 00 01 00 13"))
         try w.pump { w.events.count == 2 }
         #expect(w.events == ["up Lamp1", "down Lamp1"])
@@ -131,7 +134,7 @@ struct KeeperTests {
         #expect(w.events == ["up Lamp1", "on demand Lamp2", "on demand Lamp1", "down Lamp1 planned"])
         let d1 = try w.device(Self.lamp), d2 = try w.device(Self.lamp2)
         #expect(d1.mode == .onDemand && d2.mode == .onDemand)
-        #expect(d1.state == .idleOnDemand && d1.link == nil)
+        #expect(d1.phase == .idleOnDemand && d1.link == nil)
         // No work: need() makes no attempt; with work it connects.
         let before = w.connectsSent.count
         w.keeper.need(d2)
@@ -173,12 +176,12 @@ struct KeeperTests {
     // MARK: reaching once (one-shot jobs)
 
     static var once: DeviceKeeper.Policy {
-        var p = DeviceKeeper.Policy(); p.useAcceptList = false; p.reconnect = false; return p
+        var p = DeviceKeeper.Policy(); p.useAcceptList = false; return p
     }
 
     @Test("without reconnection a failed attempt is the device's end: connectFailed, gone, not tried again when heard again")
     func onceFailedIsGone() throws {
-        let w = try World(policy: Self.once)
+        let w = try World(policy: Self.once, claim: .once)
         w.keeper.attach(w.stack)
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
         try w.pump { !w.connectsSent.isEmpty }
@@ -186,7 +189,7 @@ struct KeeperTests {
         try w.pump { !w.events.isEmpty }
         #expect(w.events == ["failed Lamp1"])
         let d = try w.device(Self.lamp)
-        #expect(d.state == .gone && d.link == nil)
+        #expect(d.phase == .gone && d.link == nil)
         // Heard again, over more than one tick: no second attempt.
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
         try w.pump(ms: 2 * w.keeper.policy.tickMs) { w.connectsSent.count > 1 }
@@ -195,10 +198,10 @@ struct KeeperTests {
 
     @Test("reach connects a known address without a report or a scan; without reconnection a drop is the end")
     func reachWithoutScan() throws {
-        let w = try World(policy: Self.once)
-        w.keeper.scanWanted = { false }
+        let w = try World(policy: Self.once, claim: .once)
+        w.owner.scanWanted = { false }
         w.keeper.attach(w.stack)
-        let d = w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), name: "Lamp1", timeoutMs: 800)
+        let d = w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), for: w.owner, name: "Lamp1", timeoutMs: 800)
         try w.pump { !w.connectsSent.isEmpty }
         #expect(w.connectsSent == [Self.lamp])
         #expect(!w.ctl.sentOpcodes.contains(0x200C), "no scan was started")
@@ -208,24 +211,24 @@ struct KeeperTests {
         w.ctl.deliver(h4("04 05 04 00 01 00 13"))
         try w.pump { w.events.count == 2 }
         #expect(w.events == ["up Lamp1", "down Lamp1"])
-        #expect(d.state == .gone)
+        #expect(d.phase == .gone)
         try w.pump(ms: 2 * w.keeper.policy.tickMs) { w.connectsSent.count > 1 }
         #expect(w.connectsSent == [Self.lamp], "not reconnected")
     }
 
     @Test("a reached address that does not answer fails after its own timeout; forgotten, its report is adopted again")
     func reachTimesOutThenForget() throws {
-        let w = try World(policy: Self.once)
+        let w = try World(policy: Self.once, claim: .once)
         w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), Self.connected(Self.lamp, handle: 0, status: 0x02)])
         var scanning = false
-        w.keeper.scanWanted = { scanning }
+        w.owner.scanWanted = { scanning }
         w.keeper.attach(w.stack)
         let start = Instant.now()
-        let d = w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), timeoutMs: 300)
+        let d = w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), for: w.owner, timeoutMs: 300)
         try w.pump(ms: 3000) { !w.events.isEmpty }
         #expect(w.events == ["failed \(Self.lamp)"])
         #expect(start.msUntil(Instant.now()) >= 300, "the attempt's own timeout bounds it")
-        #expect(d.state == .gone)
+        #expect(d.phase == .gone)
         #expect(w.ctl.sentOpcodes.contains(0x200E), "the attempt was cancelled")
         w.keeper.forget(d)
         #expect(w.keeper.devices.isEmpty)
@@ -254,7 +257,7 @@ struct KeeperTests {
         let d = try w.device(Self.lamp)
         let link = try #require(d.link)
         link.gatt.startRead(0x0010).whenComplete { [keeper = w.keeper] _ in keeper.setupFailed(d) }
-        #expect(d.state == .settingUp)
+        #expect(d.phase == .settingUp)
         return d
     }
 
@@ -267,12 +270,12 @@ struct KeeperTests {
         w.ctl.deliver(Ev.disconnected(handle: 1, reason: 0x08))
         try w.pump { Self.fromList(w.ctl) == 1 }
         #expect(Self.fromList(w.ctl) == 1, "armed at once: \(w.ctl.sentHex(.command))")
-        #expect(d.state == .wanted && d.link == nil && w.keeper.waitsFromAcceptList(d))
+        #expect(d.phase == .wanted && d.link == nil && w.keeper.waitsFromAcceptList(d))
         #expect(w.events == ["up Lamp1", "down Lamp1", "accept list"])
         // The lamp advertises again: the controller connects it from the list.
         w.ctl.deliver(Self.connected(Self.lamp, handle: 2))
         try w.pump { w.events.count == 4 }
-        #expect(w.events.last == "up Lamp1" && d.state == .settingUp)
+        #expect(w.events.last == "up Lamp1" && d.phase == .settingUp)
     }
 
     @Test("a set-up the owner refused (its link still up) is disconnected and backs off: the accept list waits for the backoff")

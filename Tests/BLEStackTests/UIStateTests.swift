@@ -130,7 +130,7 @@ struct UIStateTests {
         #expect(r.server.requests.filter { $0.hasPrefix("0a") } == ["0a 03 00", "0a 05 00", "0a 07 00"])
         #expect(r.server.requests.first { $0.hasPrefix("06") } == "06 01 00 ff ff 00 28 " + w(LEDProfile.pycom.service))
         #expect(r.ui.desired == [10, 20, 30] && r.server.writes.isEmpty)
-        #expect(r.device?.state == .ready)
+        #expect(r.device?.phase == .ready)
         #expect(!r.ui.screen(cols: 80, rows: 24).contains("disabled"))
     }
 
