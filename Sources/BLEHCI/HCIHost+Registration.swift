@@ -6,7 +6,7 @@ import BLETransport
 extension HCIHost {
     func token() -> HostToken {
         defer { nextToken += 1 }
-        return HostToken(id: nextToken)
+        return HostToken(.handler(nextToken))
     }
 
     /// Registers a handler for every decoded event (Command Complete/Status
@@ -38,11 +38,20 @@ extension HCIHost {
         let t = token(); closeHandlers.append((t, h)); return t
     }
 
-    /// Runs `action` inside `pump` once `due` has passed (never from inside this call).
+    /// Runs `action` on the event loop (inside `pump`) once `due` has passed,
+    /// never from inside this call, and not once the host has failed.
     /// - Returns: the token that `cancel(_:)` takes to stop it first.
     @discardableResult
     public func schedule(at due: Instant, _ action: @escaping () -> Void) -> HostToken {
-        let t = token(); timers.append(Timer(token: t, due: due, action: action)); return t
+        var token: EventLoop.Token?
+        let t = loop.schedule(at: due) { [weak self] in
+            guard let self else { return }
+            if let token { self.timers.remove(token) }
+            if self.failure == nil { action() }
+        }
+        token = t
+        timers.insert(t)
+        return HostToken(.timer(t))
     }
 
     /// Runs `action` inside `pump` after `ms` milliseconds.
@@ -53,11 +62,15 @@ extension HCIHost {
 
     /// Removes a handler or timer. Cancelling twice, or a token already spent, is harmless.
     public func cancel(_ t: HostToken) {
+        if case .timer(let lt) = t.registration {
+            loop.cancel(lt)
+            timers.remove(lt)
+            return
+        }
         eventHandlers.removeAll { $0.0 == t }
         aclHandlers.removeAll { $0.0 == t }
         undecodableHandlers.removeAll { $0.0 == t }
         closeHandlers.removeAll { $0.0 == t }
-        timers.removeAll { $0.token == t }
     }
 
     /// Removes several registrations.

@@ -3,16 +3,22 @@ import BLETransport
 
 /// Identifies one registration with `HCIHost` (an event or ACL handler, a
 /// timer, a close handler); pass it to `HCIHost.cancel(_:)` to remove it.
+/// A timer's is the event loop's own token.
 public struct HostToken: Hashable, Sendable {
-    let id: UInt64
+    enum Registration: Hashable, Sendable {
+        case handler(UInt64)
+        case timer(EventLoop.Token)
+    }
+    let registration: Registration
+    init(_ r: Registration) { registration = r }
 }
 
 /// The HCI layer: owns the transport, runs the single event loop, matches
 /// Command Complete/Status to commands (with Num_HCI_Command_Packets flow
 /// control and a deadline per command that starts when it is queued), meters
 /// ACL data against the controller's buffers (LE Read Buffer Size, Number Of
-/// Completed Packets) fairly across connections, runs timers, and dispatches
-/// every other event and all incoming ACL data upward. It drives an
+/// Completed Packets) fairly across connections, schedules timers on the
+/// event loop, and dispatches every other event and all incoming ACL data upward. It drives an
 /// `EventLoop` (its own, or one shared with the rest of the program: the
 /// MQTT client, the terminal, signals), which blocks in the transport.
 ///
@@ -78,12 +84,8 @@ public final class HCIHost {
     var undecodableHandlers: [(HostToken, (HCIPacket, WireError) -> Void)] = []
     var closeHandlers: [(HostToken, (HCIError) -> Void)] = []
 
-    struct Timer {
-        var token: HostToken
-        var due: Instant
-        var action: () -> Void
-    }
-    var timers: [Timer] = []
+    /// The host's timers, pending on the event loop: cancelled when the host fails.
+    var timers: Set<EventLoop.Token> = []
 
     /// Set once the transport has failed or the host was closed; every later call fails with it.
     public private(set) var failure: HCIError?
@@ -132,6 +134,7 @@ public final class HCIHost {
         let pend = inFlight + queued
         inFlight.removeAll(); queued.removeAll()
         clearACL()
+        for t in timers { loop.cancel(t) }
         timers.removeAll()
         let drains = drainWaiters
         drainWaiters.removeAll()
@@ -264,8 +267,8 @@ public final class HCIHost {
         return try r.get()
     }
 
-    /// Command deadlines and timers that have passed.
-    func runDue(_ now: Instant) {
+    /// Fails the commands whose deadline has passed.
+    func expireCommands(_ now: Instant) {
         var expired: [Pending] = []
         inFlight.removeAll { p in
             if p.deadline <= now { expired.append(p); return true }
@@ -281,10 +284,6 @@ public final class HCIHost {
             return false
         }
         for p in expired { p.completion(.failure(.commandTimeout(p.command.opcode, ms: p.timeoutMs))) }
-        guard timers.contains(where: { $0.due <= now }) else { return }
-        let due = timers.filter { $0.due <= now }.sorted { $0.due < $1.due }
-        timers.removeAll { $0.due <= now }
-        for t in due where failure == nil { t.action() }
     }
 
     /// Entry point for one packet from the controller (public for tests that
