@@ -3,10 +3,13 @@ import BLETransport
 
 /// Identifies one registration with `HCIHost` (an event or ACL handler, a
 /// timer, a close handler); pass it to `HCIHost.cancel(_:)` to remove it.
-/// A timer's is the event loop's own token.
+/// A handler's is its `Subscribers` token, a timer's the event loop's.
 public struct HostToken: Hashable, Sendable {
     enum Registration: Hashable, Sendable {
-        case handler(UInt64)
+        case event(Subscribers<HCIEvent>.Token)
+        case acl(Subscribers<ACLPacket>.Token)
+        case undecodable(Subscribers<HCIHost.Undecodable>.Token)
+        case close(Subscribers<HCIError>.Token)
         case timer(EventLoop.Token)
     }
     let registration: Registration
@@ -78,11 +81,12 @@ public final class HCIHost {
     var aclOrder: [UInt16] = []
     var aclOutstanding: [UInt16: Int] = [:]
 
-    var nextToken: UInt64 = 1
-    var eventHandlers: [(HostToken, (HCIEvent) -> Void)] = []
-    var aclHandlers: [(HostToken, (ACLPacket) -> Void)] = []
-    var undecodableHandlers: [(HostToken, (HCIPacket, WireError) -> Void)] = []
-    var closeHandlers: [(HostToken, (HCIError) -> Void)] = []
+    /// A packet that failed to decode, and why.
+    typealias Undecodable = (packet: HCIPacket, error: WireError)
+    let eventHandlers = Subscribers<HCIEvent>()
+    let aclHandlers = Subscribers<ACLPacket>()
+    let undecodableHandlers = Subscribers<Undecodable>()
+    var closeHandlers = Subscribers<HCIError>()
 
     /// The host's timers, pending on the event loop: cancelled when the host fails.
     var timers: Set<EventLoop.Token> = []
@@ -141,8 +145,8 @@ public final class HCIHost {
         for p in pend { p.completion(.failure(e)) }
         for (_, f, _) in drains { f.fail(e) }
         let hs = closeHandlers
-        closeHandlers.removeAll()
-        for (_, h) in hs { h(e) }
+        closeHandlers = Subscribers()
+        hs.emit(e)
     }
 
     func clearACL() {
@@ -297,16 +301,16 @@ public final class HCIHost {
         case .event:
             let ev: HCIEvent
             do { ev = try HCIEvent.decode(packet.bytes) } catch let e as WireError {
-                for (_, h) in undecodableHandlers { h(packet, e) }
+                undecodableHandlers.emit((packet, e))
                 return
             } catch { return }
             handleEvent(ev)
         case .acl:
             guard let acl = try? ACLPacket.decode(packet.bytes) else {
-                for (_, h) in undecodableHandlers { h(packet, .invalid(field: "ACL", reason: "length mismatch")) }
+                undecodableHandlers.emit((packet, .invalid(field: "ACL", reason: "length mismatch")))
                 return
             }
-            for (_, h) in aclHandlers { h(acl) }
+            aclHandlers.emit(acl)
         default:
             break // SCO/ISO: recognised and passed over.
         }
@@ -341,10 +345,8 @@ public final class HCIHost {
         default:
             break
         }
-        // Handlers may cancel themselves or others while we iterate: iterate a snapshot,
-        // skipping any that were cancelled meanwhile.
-        let hs = eventHandlers
-        for (t, h) in hs where eventHandlers.contains(where: { $0.0 == t }) { h(ev) }
+        // Handlers may cancel themselves or others meanwhile: one cancelled is not called.
+        eventHandlers.emit(ev)
         flushCommands()
         flushACL()
     }
