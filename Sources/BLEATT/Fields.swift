@@ -1,11 +1,7 @@
 import BLEWire
 
-/// A one-byte code the peer sends (an opcode, an error code): open, so any
-/// byte survives, and printable by name.
-public protocol ATTByteCode: CustomStringConvertible {
-    var rawValue: UInt8 { get }
-    init(rawValue: UInt8)
-}
+/// ATT's one-byte codes (an opcode, an error code) are BLEWire's `ByteCode`.
+public typealias ATTByteCode = ByteCode
 
 /// How a 16-bit field reads in a trace.
 public enum ATTNumberStyle: Sendable {
@@ -36,7 +32,7 @@ public protocol ATTFieldWalker {
     /// A 16-bit little-endian field.
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) throws
     /// A one-byte code; `labelled: false` prints only the code's name.
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws
     /// Two handles printed as one range: `name: 0x0001-0xffff`.
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) throws
     /// A 16-bit UUID (Find By Type Value's Attribute Type).
@@ -77,7 +73,7 @@ extension ATTFieldWalker {
     mutating func value(_ name: String, _ v: inout [UInt8], _ style: ATTValueStyle = .data) throws {
         try value(name, &v, style, reserving: 0)
     }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C) throws { try code(name, &v, labelled: true) }
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C) throws { try code(name, &v, labelled: true) }
 }
 
 // MARK: - Reader
@@ -90,7 +86,7 @@ struct ATTFieldReader: ATTFieldWalker {
 
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) throws { v = try r.u8(name) }
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) throws { v = try r.u16(name) }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws { v = C(rawValue: try r.u8(name)) }
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws { v = C(rawValue: try r.u8(name)) }
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) throws {
         start = try r.u16(name + " start"); end = try r.u16(name + " end")
     }
@@ -171,7 +167,7 @@ struct ATTFieldWriter: ATTFieldWalker {
 
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) { w.u8(v) }
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) { w.u16(v) }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) { w.u8(v.rawValue) }
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) { w.u8(v.rawValue) }
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) { w.u16(start); w.u16(end) }
     mutating func uuid16(_ name: String, _ v: inout UInt16) { w.u16(v) }
     mutating func uuid(_ name: String, _ v: inout BluetoothUUID) { w.append(v.attWire) }
@@ -226,7 +222,7 @@ struct ATTFieldPrinter: ATTFieldWalker {
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) {
         emit("\(name): " + (style == .handle ? Self.h16(v) : String(v)))
     }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) {
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) {
         emit(labelled ? "\(name): \(v.description)" : v.description)
     }
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) {
@@ -292,7 +288,7 @@ struct ATTFirstHandle: ATTFieldWalker {
     private mutating func take(_ h: UInt16) { if handle == nil { handle = h } }
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) {}
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) { if style == .handle { take(v) } }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) {}
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) {}
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) { take(start) }
     mutating func uuid16(_ name: String, _ v: inout UInt16) {}
     mutating func uuid(_ name: String, _ v: inout BluetoothUUID) {}

@@ -1,14 +1,10 @@
 import BLEWire
 
-/// A one-octet code a packet carries (a status, an address type): open, so
-/// any octet survives, and printable.
-public protocol HCIByteCode: CustomStringConvertible {
-    var rawValue: UInt8 { get }
-    init(rawValue: UInt8)
-}
+/// HCI's one-octet codes (a status, an address type) are BLEWire's `ByteCode`.
+public typealias HCIByteCode = ByteCode
 
-extension HCIStatus: HCIByteCode {}
-extension AddressType: HCIByteCode {}
+extension HCIStatus: ByteCode {}
+extension AddressType: ByteCode {}
 
 /// How a field reads in a trace.
 public enum HCITrace: ExpressibleByStringLiteral, Sendable {
@@ -42,7 +38,7 @@ public protocol HCIFieldWalker {
     /// A boolean octet (0 false, anything else true; written as 0 or 1).
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws
     /// A one-octet code, printed by its description.
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws
     /// An event's Connection_Handle: 12 bits (the upper four, reserved, are masked off when read), `Handle: N`.
     /// Commands carry theirs as a plain 16-bit field (what is sent is what decodes).
     mutating func handle(_ v: inout UInt16) throws
@@ -123,7 +119,7 @@ struct HCIFieldReader: HCIFieldWalker {
     mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) throws { v = try r.u24(name) }
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws { v = try r.u64(name) }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws { v = try r.u8(name) != 0 }
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
     mutating func handle(_ v: inout UInt16) throws { v = try r.u16("Connection_Handle") & 0x0FFF }
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) throws {
         v = try BDAddress.read(&r, name)
@@ -176,7 +172,7 @@ struct HCIFieldWriter: HCIFieldWalker {
     mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) { w.u24(v & 0xFF_FFFF) }
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) { w.u64(v) }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) { w.u8(v ? 1 : 0) }
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { w.u8(v.rawValue) }
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { w.u8(v.rawValue) }
     mutating func handle(_ v: inout UInt16) { w.u16(v) }
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) { v.write(&w) }
     mutating func deviceAddress(_ name: String, _ trace: HCITrace, _ v: inout DeviceAddress) { w.u8(v.type.rawValue); v.address.write(&w) }
@@ -239,7 +235,7 @@ struct HCIFieldPrinter: HCIFieldWalker {
         let t = secret && !showKeys ? "<hidden>" : show(v); put(trace, t)
     }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) { put(trace, show(v)) }
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { put(trace, v.description) }
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { put(trace, v.description) }
     mutating func handle(_ v: inout UInt16) { lines.append("Handle: \(v)") }
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) { put(trace, show(v)) }
     mutating func deviceAddress(_ name: String, _ trace: HCITrace, _ v: inout DeviceAddress) { put(trace, "\(v.address) (\(v.type))") }
