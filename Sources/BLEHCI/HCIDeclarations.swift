@@ -54,6 +54,11 @@ extension HCIDeclaredCommand {
         try v.fields(&p)
         return p.lines
     }
+
+    /// Where the parameters' `secret` fields lie (`HCIFieldReader.secretRanges`).
+    static func secretRanges(_ parameters: [UInt8]) -> [Range<Int>] {
+        HCIFieldReader.secretRanges(parameters) { r in var v = Self(); try v.fields(&r) }
+    }
 }
 
 extension HCIReturnParameters {
@@ -129,6 +134,30 @@ extension HCIDeclaredEvent {
         var p = HCIFieldPrinter(showKeys: showKeys, describeReport: describeReport)
         try v.fields(&p)
         return (p.title, p.lines)
+    }
+}
+
+extension HCIDeclaredEvent {
+    /// Where the parameters' `secret` fields lie (`HCIFieldReader.secretRanges`).
+    static func secretRanges(_ parameters: [UInt8]) -> [Range<Int>] {
+        HCIFieldReader.secretRanges(parameters) { r in var v = Self(); try v.fields(&r) }
+    }
+}
+
+extension HCIFieldReader {
+    /// The byte ranges of `bytes` that hold the fields declared `secret`, as
+    /// `walk` reads them with their declaration: what a hex dump masks. Bytes
+    /// that do not match the declaration (cut short, or longer) are masked
+    /// from its first secret field to their end.
+    static func secretRanges(_ bytes: [UInt8], _ walk: (inout HCIFieldReader) throws -> Void) -> [Range<Int>] {
+        var r = HCIFieldReader(bytes)
+        do {
+            try walk(&r)
+            try r.r.expectEnd("parameters")
+            return r.secrets
+        } catch {
+            return r.secrets.first.map { [$0.lowerBound..<bytes.count] } ?? []
+        }
     }
 }
 

@@ -109,15 +109,27 @@ extension HCIFieldWalker {
 // MARK: - Reader
 
 /// Decodes fields from bytes; every length is checked and a violation throws
-/// `WireError` naming the field.
+/// `WireError` naming the field. It notes where the fields declared `secret`
+/// lie, for a masked hex dump.
 struct HCIFieldReader: HCIFieldWalker {
     var r: ByteReader
+    /// The byte ranges of the `secret` fields read so far; one the bytes cut
+    /// short runs to their end.
+    var secrets: [Range<Int>] = []
     init(_ bytes: [UInt8]) { r = ByteReader(bytes) }
 
+    private mutating func note(_ secret: Bool, _ size: Int) {
+        if secret { secrets.append(r.offset..<r.offset + min(size, r.remaining)) }
+    }
+
     mutating func u8(_ name: String, _ trace: HCITrace, _ v: inout UInt8, _ show: (UInt8) -> String) throws { v = try r.u8(name) }
-    mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) throws { v = try r.u16(name) }
+    mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) throws {
+        note(secret, 2); v = try r.u16(name)
+    }
     mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) throws { v = try r.u24(name) }
-    mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws { v = try r.u64(name) }
+    mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws {
+        note(secret, 8); v = try r.u64(name)
+    }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws { v = try r.u8(name) != 0 }
     mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
     mutating func handle(_ v: inout UInt16) throws { v = try r.u16("Connection_Handle") & 0x0FFF }
@@ -128,7 +140,9 @@ struct HCIFieldReader: HCIFieldWalker {
         let t = AddressType(rawValue: try r.u8(name + "_Type"))
         v = DeviceAddress(try BDAddress.read(&r, name), t)
     }
-    mutating func bytes(_ name: String, _ trace: HCITrace, _ v: inout [UInt8], count: Int, secret: Bool) throws { v = try r.bytes(count, name) }
+    mutating func bytes(_ name: String, _ trace: HCITrace, _ v: inout [UInt8], count: Int, secret: Bool) throws {
+        note(secret, count); v = try r.bytes(count, name)
+    }
     mutating func data(_ lengthName: String, _ name: String, _ trace: HCITrace, _ v: inout [UInt8], maximum: Int) throws {
         let n = Int(try r.u8(lengthName))
         guard n <= maximum else { throw WireError.invalid(field: lengthName, reason: "\(n) > \(maximum)") }

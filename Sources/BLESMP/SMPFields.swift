@@ -30,13 +30,22 @@ public protocol SMPFieldWalker {
     mutating func rest(_ v: inout [UInt8]) throws
 }
 
+/// Decodes fields, noting where the `secret` ones lie (for a masked hex dump).
 struct SMPFieldReader: SMPFieldWalker {
     var r: ByteReader
+    /// The byte ranges of the `secret` fields read so far (offsets into
+    /// `r.bytes`); one the bytes cut short runs to their end.
+    var secrets: [Range<Int>] = []
+    private mutating func note(_ secret: Bool, _ size: Int) {
+        if secret { secrets.append(r.offset..<r.offset + min(size, r.remaining)) }
+    }
     mutating func parameters(_ v: inout PairingParameters) throws { v = try PairingParameters.read(&r) }
-    mutating func value(_ name: String, inline: String?, _ v: inout [UInt8], count: Int, secret: Bool) throws { v = try r.bytes(count, name) }
+    mutating func value(_ name: String, inline: String?, _ v: inout [UInt8], count: Int, secret: Bool) throws {
+        note(secret, count); v = try r.bytes(count, name)
+    }
     mutating func code<C: ByteCode>(_ name: String, inline: String?, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
-    mutating func u16(_ name: String, inline: String?, _ v: inout UInt16, secret: Bool) throws { v = try r.u16(name) }
-    mutating func u64(_ name: String, inline: String?, _ v: inout UInt64, secret: Bool) throws { v = try r.u64(name) }
+    mutating func u16(_ name: String, inline: String?, _ v: inout UInt16, secret: Bool) throws { note(secret, 2); v = try r.u16(name) }
+    mutating func u64(_ name: String, inline: String?, _ v: inout UInt64, secret: Bool) throws { note(secret, 8); v = try r.u64(name) }
     mutating func address(_ name: String, _ type: inout UInt8, _ v: inout BDAddress) throws {
         type = try r.u8("AddrType"); v = try BDAddress.read(&r, "BD_ADDR")
     }
