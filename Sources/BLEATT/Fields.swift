@@ -58,8 +58,6 @@ public protocol ATTFieldWalker {
     /// A Length octet, then entries of that length (Read By Type and Read By
     /// Group Type Responses); the length is at least `minimum`.
     mutating func lengthPrefixedList<E: ATTListEntry>(_ name: String, _ v: inout [E], minimum: Int) throws
-    /// Find Information's Format octet and its handle-UUID pairs (3.4.3.2).
-    mutating func informationData(_ v: inout [HandleUUID]) throws
 }
 
 /// An entry of a list field, declared by its fields like a PDU.
@@ -141,22 +139,6 @@ struct ATTFieldReader: ATTFieldWalker {
         guard len >= minimum else { throw WireError.invalid(field: "Length", reason: "\(len) is shorter than \(minimum) bytes") }
         try list(name, &v, size: len)
     }
-    mutating func informationData(_ v: inout [HandleUUID]) throws {
-        let format = try r.u8("Format")
-        guard format == 1 || format == 2 else {
-            throw WireError.invalid(field: "Format", reason: "0x\(Hex.int(format, width: 2)) is neither 1 (16-bit) nor 2 (128-bit)")
-        }
-        let width = format == 1 ? 2 : 16
-        guard r.remaining > 0, r.remaining % (2 + width) == 0 else {
-            throw WireError.invalid(field: "Information Data", reason: "\(r.remaining) bytes is not a non-zero multiple of \(2 + width)")
-        }
-        v = []
-        while !r.isAtEnd {
-            let h = try r.u16("Handle")
-            guard let u = BluetoothUUID(wire: try r.bytes(width, "UUID")) else { throw WireError.invalid(field: "UUID", reason: "bad width") }
-            v.append(HandleUUID(handle: h, uuid: u))
-        }
-    }
 }
 
 // MARK: - Writer
@@ -189,12 +171,6 @@ struct ATTFieldWriter: ATTFieldWalker {
         }
         w.u8(UInt8(truncatingIfNeeded: entries.first?.count ?? minimum))
         for e in entries { w.append(e) }
-    }
-    mutating func informationData(_ v: inout [HandleUUID]) {
-        // Format 1 only when every UUID has a 16-bit form: one list holds one width.
-        let format: UInt8 = v.allSatisfy { $0.uuid.uint16 != nil } ? 1 : 2
-        w.u8(format)
-        for hu in v { w.u16(hu.handle); w.append(format == 1 ? hu.uuid.attWire : hu.uuid.bytes128) }
     }
 }
 
@@ -265,10 +241,6 @@ struct ATTFieldPrinter: ATTFieldWalker {
         lines.append("Attribute data length: \(v.isEmpty ? minimum : sizer.w.bytes.count)")
         try list(name, &v, size: nil)
     }
-    mutating func informationData(_ v: inout [HandleUUID]) {
-        lines.append("Format: \(v.first?.uuid.width == 2 ? "UUID-16 (0x01)" : "UUID-128 (0x02)")")
-        for hu in v { lines.append("Handle: \(Self.h16(hu.handle))  UUID: \(hu.uuid.namedDescription)") }
-    }
 
     /// A value as hex, followed by its text in quotes when every byte is
     /// printable ASCII; "(empty)" for no bytes.
@@ -299,5 +271,4 @@ struct ATTFirstHandle: ATTFieldWalker {
     mutating func lengthValue(_ name: String, _ length: inout UInt16, _ v: inout [UInt8]) {}
     mutating func list<E: ATTListEntry>(_ name: String, _ v: inout [E], size: Int?) {}
     mutating func lengthPrefixedList<E: ATTListEntry>(_ name: String, _ v: inout [E], minimum: Int) {}
-    mutating func informationData(_ v: inout [HandleUUID]) {}
 }

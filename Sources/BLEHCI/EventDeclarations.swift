@@ -16,10 +16,39 @@ extension CommandComplete: HCITypedEvent {
     public static let declaration = HCIEventDeclaration(0x0E, "Command Complete")
     public init() { self.init(numCommandPackets: 0, opcode: HCIOpcode(rawValue: 0), returnParameters: []) }
     public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-        try f.commandHeader(&numCommandPackets, &opcode)
-        try f.returnParameters(opcode, &returnParameters)
+        try f.u8("Num_HCI_Command_Packets", .hidden, &numCommandPackets)
+        try commandOpcode(&f, &opcode)
+        try f.rest("Return_Parameters", &returnParameters)
     }
     public var event: HCIEvent { .commandComplete(self) }
+
+    /// By hand: titled by the command it answers; Status, then the return
+    /// parameters that command declares (`HCIDeclaredCommand.returnParameters`)
+    /// when it succeeded, hex when undeclared or malformed.
+    public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+        -> (title: String?, lines: [String]) {
+        let cc = try decode(parameters)
+        let title = commandTitle(cc.opcode, cc.numCommandPackets)
+        guard let s = cc.status else { return (title, []) }
+        let rp = cc.returnParameters
+        guard s == .success else { return (title, ["Status: \(s)"]) }
+        guard let d = HCI.commandTable[cc.opcode.rawValue]?.returnParameters else {
+            return (title, ["Status: \(s)"] + (rp.count > 1 ? Hex.lines(Array(rp.dropFirst())) : []))
+        }
+        do { return (title, ["Status: \(s)"] + (try d.traceLines(rp))) } catch { return (title, ["Status: \(s)", "malformed: " + Hex.string(rp)]) }
+    }
+}
+
+/// Command_Opcode of Command Complete and Command Status.
+func commandOpcode(_ f: inout some HCIFieldWalker, _ opcode: inout HCIOpcode) throws {
+    var op = opcode.rawValue
+    try f.u16("Command_Opcode", .hidden, &op, HCIShow.h16)
+    opcode = HCIOpcode(rawValue: op)
+}
+
+/// The trace's title of Command Complete and Command Status: `Name (0xOOOO) ncmd N`.
+func commandTitle(_ opcode: HCIOpcode, _ ncmd: UInt8) -> String {
+    "\(opcode.name) (\(HCIShow.h16(opcode.rawValue))) ncmd \(ncmd)"
 }
 
 /// Command Status (7.7.15).
@@ -34,9 +63,17 @@ extension CommandStatus: HCITypedEvent {
     public init() { self.init(status: .success, numCommandPackets: 0, opcode: HCIOpcode(rawValue: 0)) }
     public mutating func fields(_ f: inout some HCIFieldWalker) throws {
         try f.code("Status", "Status", &status)
-        try f.commandHeader(&numCommandPackets, &opcode)
+        try f.u8("Num_HCI_Command_Packets", .hidden, &numCommandPackets)
+        try commandOpcode(&f, &opcode)
     }
     public var event: HCIEvent { .commandStatus(self) }
+
+    /// Titled by the command it answers (by hand); Status below.
+    public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+        -> (title: String?, lines: [String]) {
+        let cs = try decode(parameters)
+        return (commandTitle(cs.opcode, cs.numCommandPackets), try fieldLines(parameters, showKeys: showKeys))
+    }
 }
 
 /// Disconnection Complete (7.7.5).

@@ -54,16 +54,8 @@ public protocol HCIFieldWalker {
     mutating func paddedData(_ lengthName: String, _ name: String, _ trace: HCITrace, _ v: inout [UInt8], size: Int) throws
     /// The octets to the end of the packet, printed as hex lines.
     mutating func rest(_ name: String, _ v: inout [UInt8]) throws
-    /// Num_HCI_Command_Packets and Command_Opcode of Command Complete and
-    /// Command Status: the trace's title line, `Name (0xOOOO) ncmd N`.
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) throws
-    /// Command Complete's return parameters (to the end): Status, then what
-    /// the command `opcode` declares (`HCIDeclaredCommand.returnParameters`).
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) throws
     /// A count octet, then that many entries (at least `minimum`); each entry's lines follow.
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws
-    /// A PHY bit mask, then one entry per bit set (at least one): the extended scan and connect commands.
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws
 }
 
 /// An entry of a list field, declared by its fields like a packet.
@@ -154,22 +146,11 @@ struct HCIFieldReader: HCIFieldWalker {
         v = Array(try r.bytes(size, name).prefix(n))
     }
     mutating func rest(_ name: String, _ v: inout [UInt8]) throws { v = r.rest() }
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) throws {
-        ncmd = try r.u8("Num_HCI_Command_Packets")
-        opcode = HCIOpcode(rawValue: try r.u16("Command_Opcode"))
-    }
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) throws { v = r.rest() }
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws {
         let n = Int(try r.u8(countName))
         guard n >= minimum else { throw WireError.invalid(field: countName, reason: "\(n) \(E.unit)") }
         v = []
         for _ in 0..<n { var e = E(); try e.fields(&self); v.append(e) }
-    }
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws {
-        phys = try r.u8(physName)
-        v = []
-        for bit in 0..<8 where phys & (1 << UInt8(bit)) != 0 { var e = E(); try e.fields(&self); v.append(e) }
-        guard !v.isEmpty else { throw WireError.invalid(field: physName, reason: "no PHY selected") }
     }
 }
 
@@ -202,14 +183,8 @@ struct HCIFieldWriter: HCIFieldWalker {
         w.u8(UInt8(d.count)); w.append(d); for _ in 0..<(size - d.count) { w.u8(0) }
     }
     mutating func rest(_ name: String, _ v: inout [UInt8]) { w.append(v) }
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) { w.u8(ncmd); w.u16(opcode.rawValue) }
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) { w.append(v) }
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws {
         w.u8(UInt8(truncatingIfNeeded: v.count))
-        for i in v.indices { try v[i].fields(&self) }
-    }
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws {
-        w.u8(phys)
         for i in v.indices { try v[i].fields(&self) }
     }
 }
@@ -217,18 +192,12 @@ struct HCIFieldWriter: HCIFieldWalker {
 // MARK: - Printer
 
 /// The trace's lines for fields, one per field (`Label: value`), in
-/// declaration order; `title` is Command Complete's and Command Status's
-/// first line. Entries of a list print their own lines, or, for advertising
-/// reports, what `describeReport` says of them (BLEGAP knows their data).
+/// declaration order; entries of a list print their own lines.
 struct HCIFieldPrinter: HCIFieldWalker {
     var lines: [String] = []
-    var title: String?
     let showKeys: Bool
-    let describeReport: ((AdvertisingReport) -> [String])?
 
-    init(showKeys: Bool = false, describeReport: ((AdvertisingReport) -> [String])? = nil) {
-        self.showKeys = showKeys; self.describeReport = describeReport
-    }
+    init(showKeys: Bool = false) { self.showKeys = showKeys }
 
     private mutating func put(_ trace: HCITrace, _ text: String) {
         switch trace {
@@ -263,33 +232,8 @@ struct HCIFieldPrinter: HCIFieldWalker {
         put(trace, v.isEmpty ? "(empty)" : Hex.string(v))
     }
     mutating func rest(_ name: String, _ v: inout [UInt8]) { lines += Hex.lines(v) }
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) {
-        title = "\(opcode.name) (\(HCIShow.h16(opcode.rawValue))) ncmd \(ncmd)"
-    }
-    /// Status, then the declared return parameters when the command
-    /// succeeded (hex when undeclared or malformed).
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) {
-        guard let s = v.first.map({ HCIStatus(rawValue: $0) }) else { return }
-        lines.append("Status: \(s)")
-        guard s == .success else { return }
-        guard let d = HCI.commandTable[opcode.rawValue]?.returnParameters else {
-            if v.count > 1 { lines += Hex.lines(Array(v.dropFirst())) }
-            return
-        }
-        do { lines += try d.traceLines(v) } catch { lines.append("malformed: " + Hex.string(v)) }
-    }
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws {
         put(trace, String(v.count))
-        try entries(&v)
-    }
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws {
-        put(trace, HCIShow.h8(phys))
-        try entries(&v)
-    }
-    private mutating func entries<E: HCIListEntry>(_ v: inout [E]) throws {
-        for i in v.indices {
-            if let r = v[i] as? AdvertisingReportEntry, let d = describeReport { lines += d(r.report); continue }
-            try v[i].fields(&self)
-        }
+        for i in v.indices { try v[i].fields(&self) }
     }
 }
