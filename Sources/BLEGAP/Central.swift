@@ -338,7 +338,7 @@ public final class Central {
         case let .leAdvertisingReport(reports, _):
             guard isScanning else { return }
             for r in reports { ingest(r) }
-        case .leConnectionComplete(let cc) where cc.status == .success && cc.role == 1:
+        case .leConnectionComplete(let cc) where cc.status == .success && cc.role == .peripheral:
             incomingConnection(cc) // we advertised: not any attempt's (Central+Events.swift)
         case .leConnectionComplete(let cc):
             var conn: LEConnection? = nil
