@@ -75,13 +75,42 @@ public enum ATT {
         public mutating func fields(_ f: inout some ATTFieldWalker) throws { try f.handleRange("Handle range", &start, &end) }
     }
 
-    /// Find Information Response (3.4.3.2): handle-UUID pairs of one width.
+    /// Find Information Response (3.4.3.2): a Format octet, then handle-UUID
+    /// pairs of the one width it names. The only PDU whose entries' size an
+    /// earlier field sets: its Format and entries are written out here, and
+    /// its trace by hand.
     public struct FindInformationResponse: ATTDeclaredPDU {
         public static let declaration = ATTOpcode.Declaration(.findInformationResponse, "Find Information Response", .response)
         public var information: [HandleUUID]
         public init(_ information: [HandleUUID] = []) { self.information = information }
         public init() { self.init([]) }
-        public mutating func fields(_ f: inout some ATTFieldWalker) throws { try f.informationData(&information) }
+        public mutating func fields(_ f: inout some ATTFieldWalker) throws {
+            // Sent as format 1 only when every UUID has a 16-bit form: one list holds one width.
+            var format: UInt8 = information.allSatisfy { $0.uuid.uint16 != nil } ? 1 : 2
+            try f.u8("Format", &format) { "0x" + Hex.int($0, width: 2) }
+            guard format == 1 || format == 2 else {
+                throw WireError.invalid(field: "Format", reason: "0x\(Hex.int(format, width: 2)) is neither 1 (16-bit) nor 2 (128-bit)")
+            }
+            var entries = information.map { Entry(handle: $0.handle, uuid: format == 1 ? $0.uuid.attWire : $0.uuid.bytes128) }
+            try f.list("Information Data", &entries, size: format == 1 ? 4 : 18)
+            information = entries.map { HandleUUID(handle: $0.handle, uuid: BluetoothUUID(wire: $0.uuid) ?? BluetoothUUID(uint16: 0)) }
+        }
+
+        /// One pair, its UUID in the width Format gives (the rest of its entry).
+        struct Entry: ATTListEntry {
+            var handle: UInt16 = 0
+            var uuid: [UInt8] = []
+            mutating func fields(_ f: inout some ATTFieldWalker) throws {
+                try f.u16("Handle", &handle)
+                try f.value("UUID", &uuid, .uuidOrHex)
+            }
+        }
+
+        /// The format the entries arrived in (their width), then one line per pair.
+        public func traceFields(describeValue: ATTValueDescriber? = nil) -> [String] {
+            ["Format: \(information.first?.uuid.width == 2 ? "UUID-16 (0x01)" : "UUID-128 (0x02)")"]
+                + information.map { "Handle: \(ATTFieldPrinter.h16($0.handle))  UUID: \($0.uuid.namedDescription)" }
+        }
     }
 
     /// Find By Type Value Request (3.4.3.3): attributes of a 16-bit type with a value.

@@ -1,11 +1,7 @@
 import BLEWire
 
-/// A one-byte code the peer sends (an opcode, an error code): open, so any
-/// byte survives, and printable by name.
-public protocol ATTByteCode: CustomStringConvertible {
-    var rawValue: UInt8 { get }
-    init(rawValue: UInt8)
-}
+/// ATT's one-byte codes (an opcode, an error code) are BLEWire's `ByteCode`.
+public typealias ATTByteCode = ByteCode
 
 /// How a 16-bit field reads in a trace.
 public enum ATTNumberStyle: Sendable {
@@ -36,7 +32,7 @@ public protocol ATTFieldWalker {
     /// A 16-bit little-endian field.
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) throws
     /// A one-byte code; `labelled: false` prints only the code's name.
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws
     /// Two handles printed as one range: `name: 0x0001-0xffff`.
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) throws
     /// A 16-bit UUID (Find By Type Value's Attribute Type).
@@ -62,8 +58,6 @@ public protocol ATTFieldWalker {
     /// A Length octet, then entries of that length (Read By Type and Read By
     /// Group Type Responses); the length is at least `minimum`.
     mutating func lengthPrefixedList<E: ATTListEntry>(_ name: String, _ v: inout [E], minimum: Int) throws
-    /// Find Information's Format octet and its handle-UUID pairs (3.4.3.2).
-    mutating func informationData(_ v: inout [HandleUUID]) throws
 }
 
 /// An entry of a list field, declared by its fields like a PDU.
@@ -77,7 +71,7 @@ extension ATTFieldWalker {
     mutating func value(_ name: String, _ v: inout [UInt8], _ style: ATTValueStyle = .data) throws {
         try value(name, &v, style, reserving: 0)
     }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C) throws { try code(name, &v, labelled: true) }
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C) throws { try code(name, &v, labelled: true) }
 }
 
 // MARK: - Reader
@@ -90,7 +84,7 @@ struct ATTFieldReader: ATTFieldWalker {
 
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) throws { v = try r.u8(name) }
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) throws { v = try r.u16(name) }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws { v = C(rawValue: try r.u8(name)) }
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) throws { v = C(rawValue: try r.u8(name)) }
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) throws {
         start = try r.u16(name + " start"); end = try r.u16(name + " end")
     }
@@ -145,22 +139,6 @@ struct ATTFieldReader: ATTFieldWalker {
         guard len >= minimum else { throw WireError.invalid(field: "Length", reason: "\(len) is shorter than \(minimum) bytes") }
         try list(name, &v, size: len)
     }
-    mutating func informationData(_ v: inout [HandleUUID]) throws {
-        let format = try r.u8("Format")
-        guard format == 1 || format == 2 else {
-            throw WireError.invalid(field: "Format", reason: "0x\(Hex.int(format, width: 2)) is neither 1 (16-bit) nor 2 (128-bit)")
-        }
-        let width = format == 1 ? 2 : 16
-        guard r.remaining > 0, r.remaining % (2 + width) == 0 else {
-            throw WireError.invalid(field: "Information Data", reason: "\(r.remaining) bytes is not a non-zero multiple of \(2 + width)")
-        }
-        v = []
-        while !r.isAtEnd {
-            let h = try r.u16("Handle")
-            guard let u = BluetoothUUID(wire: try r.bytes(width, "UUID")) else { throw WireError.invalid(field: "UUID", reason: "bad width") }
-            v.append(HandleUUID(handle: h, uuid: u))
-        }
-    }
 }
 
 // MARK: - Writer
@@ -171,7 +149,7 @@ struct ATTFieldWriter: ATTFieldWalker {
 
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) { w.u8(v) }
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) { w.u16(v) }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) { w.u8(v.rawValue) }
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) { w.u8(v.rawValue) }
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) { w.u16(start); w.u16(end) }
     mutating func uuid16(_ name: String, _ v: inout UInt16) { w.u16(v) }
     mutating func uuid(_ name: String, _ v: inout BluetoothUUID) { w.append(v.attWire) }
@@ -193,12 +171,6 @@ struct ATTFieldWriter: ATTFieldWalker {
         }
         w.u8(UInt8(truncatingIfNeeded: entries.first?.count ?? minimum))
         for e in entries { w.append(e) }
-    }
-    mutating func informationData(_ v: inout [HandleUUID]) {
-        // Format 1 only when every UUID has a 16-bit form: one list holds one width.
-        let format: UInt8 = v.allSatisfy { $0.uuid.uint16 != nil } ? 1 : 2
-        w.u8(format)
-        for hu in v { w.u16(hu.handle); w.append(format == 1 ? hu.uuid.attWire : hu.uuid.bytes128) }
     }
 }
 
@@ -226,7 +198,7 @@ struct ATTFieldPrinter: ATTFieldWalker {
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) {
         emit("\(name): " + (style == .handle ? Self.h16(v) : String(v)))
     }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) {
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) {
         emit(labelled ? "\(name): \(v.description)" : v.description)
     }
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) {
@@ -269,10 +241,6 @@ struct ATTFieldPrinter: ATTFieldWalker {
         lines.append("Attribute data length: \(v.isEmpty ? minimum : sizer.w.bytes.count)")
         try list(name, &v, size: nil)
     }
-    mutating func informationData(_ v: inout [HandleUUID]) {
-        lines.append("Format: \(v.first?.uuid.width == 2 ? "UUID-16 (0x01)" : "UUID-128 (0x02)")")
-        for hu in v { lines.append("Handle: \(Self.h16(hu.handle))  UUID: \(hu.uuid.namedDescription)") }
-    }
 
     /// A value as hex, followed by its text in quotes when every byte is
     /// printable ASCII; "(empty)" for no bytes.
@@ -292,7 +260,7 @@ struct ATTFirstHandle: ATTFieldWalker {
     private mutating func take(_ h: UInt16) { if handle == nil { handle = h } }
     mutating func u8(_ name: String, _ v: inout UInt8, show: (UInt8) -> String) {}
     mutating func u16(_ name: String, _ v: inout UInt16, _ style: ATTNumberStyle) { if style == .handle { take(v) } }
-    mutating func code<C: ATTByteCode>(_ name: String, _ v: inout C, labelled: Bool) {}
+    mutating func code<C: ByteCode>(_ name: String, _ v: inout C, labelled: Bool) {}
     mutating func handleRange(_ name: String, _ start: inout UInt16, _ end: inout UInt16) { take(start) }
     mutating func uuid16(_ name: String, _ v: inout UInt16) {}
     mutating func uuid(_ name: String, _ v: inout BluetoothUUID) {}
@@ -303,5 +271,4 @@ struct ATTFirstHandle: ATTFieldWalker {
     mutating func lengthValue(_ name: String, _ length: inout UInt16, _ v: inout [UInt8]) {}
     mutating func list<E: ATTListEntry>(_ name: String, _ v: inout [E], size: Int?) {}
     mutating func lengthPrefixedList<E: ATTListEntry>(_ name: String, _ v: inout [E], minimum: Int) {}
-    mutating func informationData(_ v: inout [HandleUUID]) {}
 }

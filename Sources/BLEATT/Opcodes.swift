@@ -1,7 +1,7 @@
 import BLEWire
 
 /// ATT opcodes (Core Vol 3 Part F 3.4.8). Open: unknown opcodes survive.
-public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ATTByteCode {
+public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ByteCode {
     public let rawValue: UInt8
     /// Any opcode byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
@@ -67,7 +67,7 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
 }
 
 /// ATT error codes (Core Vol 3 Part F 3.4.1.1, Core Supplement Part B). Open.
-public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ATTByteCode {
+public struct ATTErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ByteCode {
     public let rawValue: UInt8
     /// Any error code byte, including ones not named below.
     public init(rawValue: UInt8) { self.rawValue = rawValue }

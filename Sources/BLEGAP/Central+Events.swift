@@ -22,18 +22,26 @@ extension Central {
         case connectionUpdated(LEConnection)
     }
 
-    /// One subscription; pass it to `cancel(_:)`.
-    public struct Subscription: Hashable, Sendable { let id: UInt64 }
+    /// One subscription or adopter (its `Subscribers` token); pass it to `cancel(_:)`.
+    public struct Subscription: Hashable, Sendable {
+        enum Kind: Hashable, Sendable {
+            case events(Subscribers<Event>.Token)
+            case adopter(Subscribers<Unrequested>.Token)
+        }
+        let kind: Kind
+    }
 
-    func subscription() -> Subscription {
-        defer { nextSubscription += 1 }
-        return Subscription(id: nextSubscription)
+    /// A connection nobody asked for, offered to the adopters in turn until one takes it.
+    final class Unrequested {
+        let connection: LEConnection
+        var taken = false
+        init(_ c: LEConnection) { connection = c }
     }
 
     /// Calls `handler` with every event, in subscription order, until cancelled.
     @discardableResult
     public func subscribe(_ handler: @escaping (Event) -> Void) -> Subscription {
-        let t = subscription(); subscribers.append((t, handler)); return t
+        Subscription(kind: .events(subscribers.add(handler)))
     }
 
     /// Offers `handler` every connection that completed with no attempt
@@ -42,13 +50,22 @@ extension Central {
     /// it; when none does, it is disconnected.
     @discardableResult
     public func adoptUnrequested(_ handler: @escaping (LEConnection) -> Bool) -> Subscription {
-        let t = subscription(); adopters.append((t, handler)); return t
+        Subscription(kind: .adopter(adopters.add { offer in if !offer.taken { offer.taken = handler(offer.connection) } }))
     }
 
     /// Ends a subscription or an adopter; an unknown token is ignored.
     public func cancel(_ t: Subscription) {
-        subscribers.removeAll { $0.0 == t }
-        adopters.removeAll { $0.0 == t }
+        switch t.kind {
+        case .events(let s): subscribers.remove(s)
+        case .adopter(let s): adopters.remove(s)
+        }
+    }
+
+    /// Offers `c` to the adopters; true when one took it.
+    func offerToAdopters(_ c: LEConnection) -> Bool {
+        let offer = Unrequested(c)
+        adopters.emit(offer)
+        return offer.taken
     }
 
     /// Live subscriptions and adopters, for leak checks in tests.
@@ -61,13 +78,11 @@ extension Central {
         let c = LEConnection(cc)
         connections[cc.handle] = c
         askForAirParameters(c)
-        if incoming?(c) == true || adopters.contains(where: { $0.1(c) }) { return }
+        if incoming?(c) == true || offerToAdopters(c) { return }
         host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
     }
 
-    func publish(_ e: Event) {
-        for (_, h) in subscribers { h(e) }
-    }
+    func publish(_ e: Event) { subscribers.emit(e) }
 
     /// Subscribes to device updates only (first heard, data changed).
     @discardableResult

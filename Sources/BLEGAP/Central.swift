@@ -25,9 +25,8 @@ public final class Central {
     public var useExtendedCommands = false
     // MARK: subscriptions (the API is in Central+Events.swift)
 
-    var nextSubscription: UInt64 = 1
-    var subscribers: [(Subscription, (Event) -> Void)] = []
-    var adopters: [(Subscription, (LEConnection) -> Bool)] = []
+    let subscribers = Subscribers<Event>()
+    let adopters = Subscribers<Unrequested>()
     /// Takes connections made to us (Role 1): the Advertiser's; true when taken.
     var incoming: ((LEConnection) -> Bool)?
 
@@ -339,7 +338,7 @@ public final class Central {
         case let .leAdvertisingReport(reports, _):
             guard isScanning else { return }
             for r in reports { ingest(r) }
-        case .leConnectionComplete(let cc) where cc.status == .success && cc.role == 1:
+        case .leConnectionComplete(let cc) where cc.status == .success && cc.role == .peripheral:
             incomingConnection(cc) // we advertised: not any attempt's (Central+Events.swift)
         case .leConnectionComplete(let cc):
             var conn: LEConnection? = nil
@@ -364,7 +363,7 @@ public final class Central {
                 if let i = attempts.firstIndex(where: { $0.state == .queued && $0.peer.address == c.peer.address }) {
                     let a = attempts.remove(at: i)
                     a.finish(.success(c), host)
-                } else if !adopters.contains(where: { $0.1(c) }) {
+                } else if !offerToAdopters(c) {
                     host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
                 }
             }

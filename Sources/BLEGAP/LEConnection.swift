@@ -5,7 +5,8 @@ import BLEHCI
 public final class LEConnection {
     public let handle: UInt16
     public let peer: DeviceAddress
-    public let role: UInt8
+    /// `.peripheral` for a connection made to us while we advertised.
+    public let role: HCIRole
     /// 1.25 ms units.
     public internal(set) var interval: UInt16
     public internal(set) var latency: UInt16

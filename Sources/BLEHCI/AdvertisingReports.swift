@@ -50,15 +50,9 @@ public struct AdvertisingReport: Hashable, Sendable {
     static let noAddress = DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public)
 }
 
-/// A list entry that carries an advertising report: the trace describes it
-/// by its data (BLEGAP), not field by field.
-protocol AdvertisingReportEntry {
-    var report: AdvertisingReport { get }
-}
-
 extension HCI {
     /// One report of LE Advertising Report (7.7.65.2).
-    public struct LegacyReport: HCIListEntry, AdvertisingReportEntry {
+    public struct LegacyReport: HCIListEntry {
         public static var unit: String { "reports" }
         public var report = AdvertisingReport(eventType: 0x13, legacyType: 0, address: AdvertisingReport.noAddress, rssi: 0, data: [])
         public init() {}
@@ -77,7 +71,7 @@ extension HCI {
     }
 
     /// One report of LE Extended Advertising Report (7.7.65.13).
-    public struct ExtendedReport: HCIListEntry, AdvertisingReportEntry {
+    public struct ExtendedReport: HCIListEntry {
         public static var unit: String { "reports" }
         public var report = AdvertisingReport(eventType: 0, legacyType: nil, address: AdvertisingReport.noAddress, rssi: 0, data: [])
         public init() {}
@@ -109,6 +103,11 @@ extension HCI {
             try f.list("Num_Reports", "Num reports", &reports, minimum: 1)
         }
         public var event: HCIEvent { .leAdvertisingReport(reports.map(\.report), extended: false) }
+
+        public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+            -> (title: String?, lines: [String]) {
+            (nil, reportLines(try decode(parameters).reports.map(\.report), describeReport))
+        }
     }
 
     /// LE Extended Advertising Report (7.7.65.13): one or more extended reports.
@@ -120,6 +119,18 @@ extension HCI {
             try f.list("Num_Reports", "Num reports", &reports, minimum: 1)
         }
         public var event: HCIEvent { .leAdvertisingReport(reports.map(\.report), extended: true) }
+
+        public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+            -> (title: String?, lines: [String]) {
+            (nil, reportLines(try decode(parameters).reports.map(\.report), describeReport))
+        }
+    }
+
+    /// The trace of a report event, by hand: the count, then each report as
+    /// `describe` (BLEGAP, which knows advertising data) tells it; the
+    /// reports' fields are not printed one by one.
+    static func reportLines(_ reports: [AdvertisingReport], _ describe: ((AdvertisingReport) -> [String])?) -> [String] {
+        ["Num reports: \(reports.count)"] + (describe.map { d in reports.flatMap(d) } ?? [])
     }
 
     /// LE Directed Advertising Report (7.7.65.11): directed advertising to a resolvable address of ours.

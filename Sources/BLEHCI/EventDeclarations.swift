@@ -16,10 +16,39 @@ extension CommandComplete: HCITypedEvent {
     public static let declaration = HCIEventDeclaration(0x0E, "Command Complete")
     public init() { self.init(numCommandPackets: 0, opcode: HCIOpcode(rawValue: 0), returnParameters: []) }
     public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-        try f.commandHeader(&numCommandPackets, &opcode)
-        try f.returnParameters(opcode, &returnParameters)
+        try f.u8("Num_HCI_Command_Packets", .hidden, &numCommandPackets)
+        try commandOpcode(&f, &opcode)
+        try f.rest("Return_Parameters", &returnParameters)
     }
     public var event: HCIEvent { .commandComplete(self) }
+
+    /// By hand: titled by the command it answers; Status, then the return
+    /// parameters that command declares (`HCIDeclaredCommand.returnParameters`)
+    /// when it succeeded, hex when undeclared or malformed.
+    public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+        -> (title: String?, lines: [String]) {
+        let cc = try decode(parameters)
+        let title = commandTitle(cc.opcode, cc.numCommandPackets)
+        guard let s = cc.status else { return (title, []) }
+        let rp = cc.returnParameters
+        guard s == .success else { return (title, ["Status: \(s)"]) }
+        guard let d = HCI.commandTable[cc.opcode.rawValue]?.returnParameters else {
+            return (title, ["Status: \(s)"] + (rp.count > 1 ? Hex.lines(Array(rp.dropFirst())) : []))
+        }
+        do { return (title, ["Status: \(s)"] + (try d.traceLines(rp))) } catch { return (title, ["Status: \(s)", "malformed: " + Hex.string(rp)]) }
+    }
+}
+
+/// Command_Opcode of Command Complete and Command Status.
+func commandOpcode(_ f: inout some HCIFieldWalker, _ opcode: inout HCIOpcode) throws {
+    var op = opcode.rawValue
+    try f.u16("Command_Opcode", .hidden, &op, HCIShow.h16)
+    opcode = HCIOpcode(rawValue: op)
+}
+
+/// The trace's title of Command Complete and Command Status: `Name (0xOOOO) ncmd N`.
+func commandTitle(_ opcode: HCIOpcode, _ ncmd: UInt8) -> String {
+    "\(opcode.name) (\(HCIShow.h16(opcode.rawValue))) ncmd \(ncmd)"
 }
 
 /// Command Status (7.7.15).
@@ -34,9 +63,17 @@ extension CommandStatus: HCITypedEvent {
     public init() { self.init(status: .success, numCommandPackets: 0, opcode: HCIOpcode(rawValue: 0)) }
     public mutating func fields(_ f: inout some HCIFieldWalker) throws {
         try f.code("Status", "Status", &status)
-        try f.commandHeader(&numCommandPackets, &opcode)
+        try f.u8("Num_HCI_Command_Packets", .hidden, &numCommandPackets)
+        try commandOpcode(&f, &opcode)
     }
     public var event: HCIEvent { .commandStatus(self) }
+
+    /// Titled by the command it answers (by hand); Status below.
+    public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+        -> (title: String?, lines: [String]) {
+        let cs = try decode(parameters)
+        return (commandTitle(cs.opcode, cs.numCommandPackets), try fieldLines(parameters, showKeys: showKeys))
+    }
 }
 
 /// Disconnection Complete (7.7.5).
@@ -128,12 +165,28 @@ extension HCI {
 
 // MARK: - LE connection subevents (7.7.65)
 
+/// The role a connection gives this device (LE Connection Complete's Role,
+/// 7.7.65.1): 0 central, 1 peripheral (a connection made to us while we
+/// advertised). Open: any octet survives.
+public struct HCIRole: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ByteCode, ExpressibleByIntegerLiteral {
+    public let rawValue: UInt8
+    /// Any role octet, including reserved ones.
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public init(integerLiteral v: UInt8) { rawValue = v }
+
+    public static let central = HCIRole(rawValue: 0)
+    public static let peripheral = HCIRole(rawValue: 1)
+
+    /// `Central (0x00)`; any other value prints as `Peripheral (0xNN)`, as the trace always did.
+    public var description: String { "\(self == .central ? "Central" : "Peripheral") (\(HCIShow.h8(rawValue)))" }
+}
+
 /// LE Connection Complete (7.7.65.1) and LE Enhanced Connection Complete (7.7.65.10, v1 and v2), folded.
 public struct LEConnectionComplete: Hashable, Sendable {
     public var status: HCIStatus
     public var handle: UInt16
-    /// 0 central, 1 peripheral.
-    public var role: UInt8
+    /// `.central` or `.peripheral` (a connection made to us).
+    public var role: HCIRole
     public var peer: DeviceAddress
     public var localRPA: BDAddress?
     public var peerRPA: BDAddress?
@@ -149,7 +202,7 @@ public struct LEConnectionComplete: Hashable, Sendable {
 extension LEConnectionComplete: HCITypedEvent {
     public static let declaration = HCIEventDeclaration(le: 0x01, "LE Connection Complete")
     public init() {
-        self.init(status: .success, handle: 0, role: 0, peer: DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public),
+        self.init(status: .success, handle: 0, role: .central, peer: DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public),
                   localRPA: nil, peerRPA: nil, interval: 0, latency: 0, supervisionTimeout: 0, centralClockAccuracy: 0, enhanced: false)
     }
     public mutating func fields(_ f: inout some HCIFieldWalker) throws { try fields(&f, enhanced: false) }
@@ -159,7 +212,7 @@ extension LEConnectionComplete: HCITypedEvent {
     mutating func fields(_ f: inout some HCIFieldWalker, enhanced: Bool) throws {
         try f.code("Status", "Status", &status)
         try f.handle(&handle)
-        try f.u8("Role", "Role", &role) { "\($0 == 0 ? "Central" : "Peripheral") (\(HCIShow.h8($0)))" }
+        try f.code("Role", "Role", &role)
         try f.deviceAddress("Peer_Address", "Peer address", &peer)
         if enhanced {
             let zero = BDAddress(wire: [0, 0, 0, 0, 0, 0])

@@ -122,6 +122,25 @@ public enum HCIEvent: Hashable, Sendable {
     }
 }
 
+extension HCIEvent {
+    /// The byte ranges of an event packet (`bytes` after the H4 indicator)
+    /// that hold fields its declaration marks `secret` (LE Long Term Key
+    /// Request's Rand and EDIV): what a hex dump masks. Parameters that do not
+    /// match the declaration are masked from its first secret field on.
+    public static func secretRanges(_ bytes: [UInt8]) -> [Range<Int>] {
+        guard bytes.count >= 2 else { return [] }
+        let declared: (any HCIDeclaredEvent.Type)?, start: Int
+        if bytes[0] == HCIEventCode.leMeta.rawValue {
+            guard bytes.count >= 3 else { return [] }
+            declared = HCI.subeventTable[bytes[2]]; start = 3
+        } else {
+            declared = HCI.eventTable[bytes[0]]; start = 2
+        }
+        guard let d = declared else { return [] }
+        return d.secretRanges(Array(bytes[start...])).map { $0.lowerBound + start..<$0.upperBound + start }
+    }
+}
+
 // MARK: - Return parameters of the commands attled reads
 
 /// Read Local Version Information return parameters (7.4.1).

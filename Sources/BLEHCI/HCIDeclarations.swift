@@ -54,6 +54,11 @@ extension HCIDeclaredCommand {
         try v.fields(&p)
         return p.lines
     }
+
+    /// Where the parameters' `secret` fields lie (`HCIFieldReader.secretRanges`).
+    static func secretRanges(_ parameters: [UInt8]) -> [Range<Int>] {
+        HCIFieldReader.secretRanges(parameters) { r in var v = Self(); try v.fields(&r) }
+    }
 }
 
 extension HCIReturnParameters {
@@ -95,6 +100,12 @@ public protocol HCIDeclaredEvent: Sendable {
     static var declaration: HCIEventDeclaration { get }
     init()
     mutating func fields(_ f: inout some HCIFieldWalker) throws
+    /// The trace's title line (nil: the subevent's name, or none) and lines
+    /// for the parameters: one per field, unless the event says more by
+    /// hand (Command Complete and Status name their command; advertising
+    /// reports are described by `describeReport`, BLEGAP knowing their data).
+    static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+        -> (title: String?, lines: [String])
 }
 
 /// An event `HCIEvent` has a case for; the others pass through `HCIEvent.decode` with their bytes.
@@ -123,12 +134,41 @@ extension HCIDeclaredEvent {
         return [d.code.rawValue, UInt8(truncatingIfNeeded: p.count)] + p
     }
 
-    static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
+    public static func traceLines(_ parameters: [UInt8], showKeys: Bool, describeReport: ((AdvertisingReport) -> [String])?) throws
         -> (title: String?, lines: [String]) {
+        (nil, try fieldLines(parameters, showKeys: showKeys))
+    }
+
+    /// One line per field, as the declaration prints them.
+    static func fieldLines(_ parameters: [UInt8], showKeys: Bool) throws -> [String] {
         var v = try decode(parameters)
-        var p = HCIFieldPrinter(showKeys: showKeys, describeReport: describeReport)
+        var p = HCIFieldPrinter(showKeys: showKeys)
         try v.fields(&p)
-        return (p.title, p.lines)
+        return p.lines
+    }
+}
+
+extension HCIDeclaredEvent {
+    /// Where the parameters' `secret` fields lie (`HCIFieldReader.secretRanges`).
+    static func secretRanges(_ parameters: [UInt8]) -> [Range<Int>] {
+        HCIFieldReader.secretRanges(parameters) { r in var v = Self(); try v.fields(&r) }
+    }
+}
+
+extension HCIFieldReader {
+    /// The byte ranges of `bytes` that hold the fields declared `secret`, as
+    /// `walk` reads them with their declaration: what a hex dump masks. Bytes
+    /// that do not match the declaration (cut short, or longer) are masked
+    /// from its first secret field to their end.
+    static func secretRanges(_ bytes: [UInt8], _ walk: (inout HCIFieldReader) throws -> Void) -> [Range<Int>] {
+        var r = HCIFieldReader(bytes)
+        do {
+            try walk(&r)
+            try r.r.expectEnd("parameters")
+            return r.secrets
+        } catch {
+            return r.secrets.first.map { [$0.lowerBound..<bytes.count] } ?? []
+        }
     }
 }
 

@@ -1,14 +1,10 @@
 import BLEWire
 
-/// A one-octet code a packet carries (a status, an address type): open, so
-/// any octet survives, and printable.
-public protocol HCIByteCode: CustomStringConvertible {
-    var rawValue: UInt8 { get }
-    init(rawValue: UInt8)
-}
+/// HCI's one-octet codes (a status, an address type) are BLEWire's `ByteCode`.
+public typealias HCIByteCode = ByteCode
 
-extension HCIStatus: HCIByteCode {}
-extension AddressType: HCIByteCode {}
+extension HCIStatus: ByteCode {}
+extension AddressType: ByteCode {}
 
 /// How a field reads in a trace.
 public enum HCITrace: ExpressibleByStringLiteral, Sendable {
@@ -42,7 +38,7 @@ public protocol HCIFieldWalker {
     /// A boolean octet (0 false, anything else true; written as 0 or 1).
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws
     /// A one-octet code, printed by its description.
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws
     /// An event's Connection_Handle: 12 bits (the upper four, reserved, are masked off when read), `Handle: N`.
     /// Commands carry theirs as a plain 16-bit field (what is sent is what decodes).
     mutating func handle(_ v: inout UInt16) throws
@@ -58,16 +54,8 @@ public protocol HCIFieldWalker {
     mutating func paddedData(_ lengthName: String, _ name: String, _ trace: HCITrace, _ v: inout [UInt8], size: Int) throws
     /// The octets to the end of the packet, printed as hex lines.
     mutating func rest(_ name: String, _ v: inout [UInt8]) throws
-    /// Num_HCI_Command_Packets and Command_Opcode of Command Complete and
-    /// Command Status: the trace's title line, `Name (0xOOOO) ncmd N`.
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) throws
-    /// Command Complete's return parameters (to the end): Status, then what
-    /// the command `opcode` declares (`HCIDeclaredCommand.returnParameters`).
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) throws
     /// A count octet, then that many entries (at least `minimum`); each entry's lines follow.
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws
-    /// A PHY bit mask, then one entry per bit set (at least one): the extended scan and connect commands.
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws
 }
 
 /// An entry of a list field, declared by its fields like a packet.
@@ -113,17 +101,29 @@ extension HCIFieldWalker {
 // MARK: - Reader
 
 /// Decodes fields from bytes; every length is checked and a violation throws
-/// `WireError` naming the field.
+/// `WireError` naming the field. It notes where the fields declared `secret`
+/// lie, for a masked hex dump.
 struct HCIFieldReader: HCIFieldWalker {
     var r: ByteReader
+    /// The byte ranges of the `secret` fields read so far; one the bytes cut
+    /// short runs to their end.
+    var secrets: [Range<Int>] = []
     init(_ bytes: [UInt8]) { r = ByteReader(bytes) }
 
+    private mutating func note(_ secret: Bool, _ size: Int) {
+        if secret { secrets.append(r.offset..<r.offset + min(size, r.remaining)) }
+    }
+
     mutating func u8(_ name: String, _ trace: HCITrace, _ v: inout UInt8, _ show: (UInt8) -> String) throws { v = try r.u8(name) }
-    mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) throws { v = try r.u16(name) }
+    mutating func u16(_ name: String, _ trace: HCITrace, _ v: inout UInt16, secret: Bool, _ show: (UInt16) -> String) throws {
+        note(secret, 2); v = try r.u16(name)
+    }
     mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) throws { v = try r.u24(name) }
-    mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws { v = try r.u64(name) }
+    mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) throws {
+        note(secret, 8); v = try r.u64(name)
+    }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) throws { v = try r.u8(name) != 0 }
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
     mutating func handle(_ v: inout UInt16) throws { v = try r.u16("Connection_Handle") & 0x0FFF }
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) throws {
         v = try BDAddress.read(&r, name)
@@ -132,7 +132,9 @@ struct HCIFieldReader: HCIFieldWalker {
         let t = AddressType(rawValue: try r.u8(name + "_Type"))
         v = DeviceAddress(try BDAddress.read(&r, name), t)
     }
-    mutating func bytes(_ name: String, _ trace: HCITrace, _ v: inout [UInt8], count: Int, secret: Bool) throws { v = try r.bytes(count, name) }
+    mutating func bytes(_ name: String, _ trace: HCITrace, _ v: inout [UInt8], count: Int, secret: Bool) throws {
+        note(secret, count); v = try r.bytes(count, name)
+    }
     mutating func data(_ lengthName: String, _ name: String, _ trace: HCITrace, _ v: inout [UInt8], maximum: Int) throws {
         let n = Int(try r.u8(lengthName))
         guard n <= maximum else { throw WireError.invalid(field: lengthName, reason: "\(n) > \(maximum)") }
@@ -144,22 +146,11 @@ struct HCIFieldReader: HCIFieldWalker {
         v = Array(try r.bytes(size, name).prefix(n))
     }
     mutating func rest(_ name: String, _ v: inout [UInt8]) throws { v = r.rest() }
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) throws {
-        ncmd = try r.u8("Num_HCI_Command_Packets")
-        opcode = HCIOpcode(rawValue: try r.u16("Command_Opcode"))
-    }
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) throws { v = r.rest() }
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws {
         let n = Int(try r.u8(countName))
         guard n >= minimum else { throw WireError.invalid(field: countName, reason: "\(n) \(E.unit)") }
         v = []
         for _ in 0..<n { var e = E(); try e.fields(&self); v.append(e) }
-    }
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws {
-        phys = try r.u8(physName)
-        v = []
-        for bit in 0..<8 where phys & (1 << UInt8(bit)) != 0 { var e = E(); try e.fields(&self); v.append(e) }
-        guard !v.isEmpty else { throw WireError.invalid(field: physName, reason: "no PHY selected") }
     }
 }
 
@@ -176,7 +167,7 @@ struct HCIFieldWriter: HCIFieldWalker {
     mutating func u24(_ name: String, _ trace: HCITrace, _ v: inout UInt32, _ show: (UInt32) -> String) { w.u24(v & 0xFF_FFFF) }
     mutating func u64(_ name: String, _ trace: HCITrace, _ v: inout UInt64, secret: Bool, _ show: (UInt64) -> String) { w.u64(v) }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) { w.u8(v ? 1 : 0) }
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { w.u8(v.rawValue) }
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { w.u8(v.rawValue) }
     mutating func handle(_ v: inout UInt16) { w.u16(v) }
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) { v.write(&w) }
     mutating func deviceAddress(_ name: String, _ trace: HCITrace, _ v: inout DeviceAddress) { w.u8(v.type.rawValue); v.address.write(&w) }
@@ -192,14 +183,8 @@ struct HCIFieldWriter: HCIFieldWalker {
         w.u8(UInt8(d.count)); w.append(d); for _ in 0..<(size - d.count) { w.u8(0) }
     }
     mutating func rest(_ name: String, _ v: inout [UInt8]) { w.append(v) }
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) { w.u8(ncmd); w.u16(opcode.rawValue) }
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) { w.append(v) }
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws {
         w.u8(UInt8(truncatingIfNeeded: v.count))
-        for i in v.indices { try v[i].fields(&self) }
-    }
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws {
-        w.u8(phys)
         for i in v.indices { try v[i].fields(&self) }
     }
 }
@@ -207,18 +192,12 @@ struct HCIFieldWriter: HCIFieldWalker {
 // MARK: - Printer
 
 /// The trace's lines for fields, one per field (`Label: value`), in
-/// declaration order; `title` is Command Complete's and Command Status's
-/// first line. Entries of a list print their own lines, or, for advertising
-/// reports, what `describeReport` says of them (BLEGAP knows their data).
+/// declaration order; entries of a list print their own lines.
 struct HCIFieldPrinter: HCIFieldWalker {
     var lines: [String] = []
-    var title: String?
     let showKeys: Bool
-    let describeReport: ((AdvertisingReport) -> [String])?
 
-    init(showKeys: Bool = false, describeReport: ((AdvertisingReport) -> [String])? = nil) {
-        self.showKeys = showKeys; self.describeReport = describeReport
-    }
+    init(showKeys: Bool = false) { self.showKeys = showKeys }
 
     private mutating func put(_ trace: HCITrace, _ text: String) {
         switch trace {
@@ -239,7 +218,7 @@ struct HCIFieldPrinter: HCIFieldWalker {
         let t = secret && !showKeys ? "<hidden>" : show(v); put(trace, t)
     }
     mutating func flag(_ name: String, _ trace: HCITrace, _ v: inout Bool, _ show: (Bool) -> String) { put(trace, show(v)) }
-    mutating func code<C: HCIByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { put(trace, v.description) }
+    mutating func code<C: ByteCode>(_ name: String, _ trace: HCITrace, _ v: inout C) { put(trace, v.description) }
     mutating func handle(_ v: inout UInt16) { lines.append("Handle: \(v)") }
     mutating func address(_ name: String, _ trace: HCITrace, _ v: inout BDAddress, _ show: (BDAddress) -> String) { put(trace, show(v)) }
     mutating func deviceAddress(_ name: String, _ trace: HCITrace, _ v: inout DeviceAddress) { put(trace, "\(v.address) (\(v.type))") }
@@ -253,33 +232,8 @@ struct HCIFieldPrinter: HCIFieldWalker {
         put(trace, v.isEmpty ? "(empty)" : Hex.string(v))
     }
     mutating func rest(_ name: String, _ v: inout [UInt8]) { lines += Hex.lines(v) }
-    mutating func commandHeader(_ ncmd: inout UInt8, _ opcode: inout HCIOpcode) {
-        title = "\(opcode.name) (\(HCIShow.h16(opcode.rawValue))) ncmd \(ncmd)"
-    }
-    /// Status, then the declared return parameters when the command
-    /// succeeded (hex when undeclared or malformed).
-    mutating func returnParameters(_ opcode: HCIOpcode, _ v: inout [UInt8]) {
-        guard let s = v.first.map({ HCIStatus(rawValue: $0) }) else { return }
-        lines.append("Status: \(s)")
-        guard s == .success else { return }
-        guard let d = HCI.commandTable[opcode.rawValue]?.returnParameters else {
-            if v.count > 1 { lines += Hex.lines(Array(v.dropFirst())) }
-            return
-        }
-        do { lines += try d.traceLines(v) } catch { lines.append("malformed: " + Hex.string(v)) }
-    }
     mutating func list<E: HCIListEntry>(_ countName: String, _ trace: HCITrace, _ v: inout [E], minimum: Int) throws {
         put(trace, String(v.count))
-        try entries(&v)
-    }
-    mutating func perPHY<E: HCIListEntry>(_ physName: String, _ trace: HCITrace, _ phys: inout UInt8, _ v: inout [E]) throws {
-        put(trace, HCIShow.h8(phys))
-        try entries(&v)
-    }
-    private mutating func entries<E: HCIListEntry>(_ v: inout [E]) throws {
-        for i in v.indices {
-            if let r = v[i] as? AdvertisingReportEntry, let d = describeReport { lines += d(r.report); continue }
-            try v[i].fields(&self)
-        }
+        for i in v.indices { try v[i].fields(&self) }
     }
 }

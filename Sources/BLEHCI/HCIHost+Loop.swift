@@ -28,12 +28,12 @@ extension HCIHost: EventLoopDriver {
         if let f = failure { throw f }
         flushCommands()
         flushACL()
-        runDue(now)
+        expireCommands(now)
         if let f = failure { throw f }
+        // The host's timers are the loop's: it wakes for them itself.
         var due: Instant?
         for p in inFlight where due.map({ p.deadline < $0 }) ?? true { due = p.deadline }
         for p in queued where due.map({ p.deadline < $0 }) ?? true { due = p.deadline }
-        for t in timers where due.map({ t.due < $0 }) ?? true { due = t.due }
         return due
     }
 

@@ -4,45 +4,49 @@ import BLETransport
 // Registrations on the host: handlers for events, ACL, undecodable packets
 // and closing, and timers; each returns a token that `cancel` takes.
 extension HCIHost {
-    func token() -> HostToken {
-        defer { nextToken += 1 }
-        return HostToken(id: nextToken)
-    }
-
     /// Registers a handler for every decoded event (Command Complete/Status
     /// and Number Of Completed Packets reach it after the host used them).
     /// - Returns: the token that `cancel(_:)` takes.
     @discardableResult
     public func onEvent(_ h: @escaping (HCIEvent) -> Void) -> HostToken {
-        let t = token(); eventHandlers.append((t, h)); return t
+        HostToken(.event(eventHandlers.add(h)))
     }
 
     /// Registers a handler for every incoming ACL packet.
     /// - Returns: the token that `cancel(_:)` takes.
     @discardableResult
     public func onACL(_ h: @escaping (ACLPacket) -> Void) -> HostToken {
-        let t = token(); aclHandlers.append((t, h)); return t
+        HostToken(.acl(aclHandlers.add(h)))
     }
 
     /// Registers a handler for an event that failed to decode (it is otherwise ignored).
     /// - Returns: the token that `cancel(_:)` takes.
     @discardableResult
     public func onUndecodable(_ h: @escaping (HCIPacket, WireError) -> Void) -> HostToken {
-        let t = token(); undecodableHandlers.append((t, h)); return t
+        HostToken(.undecodable(undecodableHandlers.add { h($0.packet, $0.error) }))
     }
 
     /// Registers a handler called once when the host fails or is closed, with the error.
     /// - Returns: the token that `cancel(_:)` takes.
     @discardableResult
     public func onClose(_ h: @escaping (HCIError) -> Void) -> HostToken {
-        let t = token(); closeHandlers.append((t, h)); return t
+        HostToken(.close(closeHandlers.add(h)))
     }
 
-    /// Runs `action` inside `pump` once `due` has passed (never from inside this call).
+    /// Runs `action` on the event loop (inside `pump`) once `due` has passed,
+    /// never from inside this call, and not once the host has failed.
     /// - Returns: the token that `cancel(_:)` takes to stop it first.
     @discardableResult
     public func schedule(at due: Instant, _ action: @escaping () -> Void) -> HostToken {
-        let t = token(); timers.append(Timer(token: t, due: due, action: action)); return t
+        var token: EventLoop.Token?
+        let t = loop.schedule(at: due) { [weak self] in
+            guard let self else { return }
+            if let token { self.timers.remove(token) }
+            if self.failure == nil { action() }
+        }
+        token = t
+        timers.insert(t)
+        return HostToken(.timer(t))
     }
 
     /// Runs `action` inside `pump` after `ms` milliseconds.
@@ -53,11 +57,15 @@ extension HCIHost {
 
     /// Removes a handler or timer. Cancelling twice, or a token already spent, is harmless.
     public func cancel(_ t: HostToken) {
-        eventHandlers.removeAll { $0.0 == t }
-        aclHandlers.removeAll { $0.0 == t }
-        undecodableHandlers.removeAll { $0.0 == t }
-        closeHandlers.removeAll { $0.0 == t }
-        timers.removeAll { $0.token == t }
+        switch t.registration {
+        case .event(let s): eventHandlers.remove(s)
+        case .acl(let s): aclHandlers.remove(s)
+        case .undecodable(let s): undecodableHandlers.remove(s)
+        case .close(let s): closeHandlers.remove(s)
+        case .timer(let lt):
+            loop.cancel(lt)
+            timers.remove(lt)
+        }
     }
 
     /// Removes several registrations.

@@ -3,16 +3,25 @@ import BLETransport
 
 /// Identifies one registration with `HCIHost` (an event or ACL handler, a
 /// timer, a close handler); pass it to `HCIHost.cancel(_:)` to remove it.
+/// A handler's is its `Subscribers` token, a timer's the event loop's.
 public struct HostToken: Hashable, Sendable {
-    let id: UInt64
+    enum Registration: Hashable, Sendable {
+        case event(Subscribers<HCIEvent>.Token)
+        case acl(Subscribers<ACLPacket>.Token)
+        case undecodable(Subscribers<HCIHost.Undecodable>.Token)
+        case close(Subscribers<HCIError>.Token)
+        case timer(EventLoop.Token)
+    }
+    let registration: Registration
+    init(_ r: Registration) { registration = r }
 }
 
 /// The HCI layer: owns the transport, runs the single event loop, matches
 /// Command Complete/Status to commands (with Num_HCI_Command_Packets flow
 /// control and a deadline per command that starts when it is queued), meters
 /// ACL data against the controller's buffers (LE Read Buffer Size, Number Of
-/// Completed Packets) fairly across connections, runs timers, and dispatches
-/// every other event and all incoming ACL data upward. It drives an
+/// Completed Packets) fairly across connections, schedules timers on the
+/// event loop, and dispatches every other event and all incoming ACL data upward. It drives an
 /// `EventLoop` (its own, or one shared with the rest of the program: the
 /// MQTT client, the terminal, signals), which blocks in the transport.
 ///
@@ -72,18 +81,15 @@ public final class HCIHost {
     var aclOrder: [UInt16] = []
     var aclOutstanding: [UInt16: Int] = [:]
 
-    var nextToken: UInt64 = 1
-    var eventHandlers: [(HostToken, (HCIEvent) -> Void)] = []
-    var aclHandlers: [(HostToken, (ACLPacket) -> Void)] = []
-    var undecodableHandlers: [(HostToken, (HCIPacket, WireError) -> Void)] = []
-    var closeHandlers: [(HostToken, (HCIError) -> Void)] = []
+    /// A packet that failed to decode, and why.
+    typealias Undecodable = (packet: HCIPacket, error: WireError)
+    let eventHandlers = Subscribers<HCIEvent>()
+    let aclHandlers = Subscribers<ACLPacket>()
+    let undecodableHandlers = Subscribers<Undecodable>()
+    var closeHandlers = Subscribers<HCIError>()
 
-    struct Timer {
-        var token: HostToken
-        var due: Instant
-        var action: () -> Void
-    }
-    var timers: [Timer] = []
+    /// The host's timers, pending on the event loop: cancelled when the host fails.
+    var timers: Set<EventLoop.Token> = []
 
     /// Set once the transport has failed or the host was closed; every later call fails with it.
     public private(set) var failure: HCIError?
@@ -132,14 +138,15 @@ public final class HCIHost {
         let pend = inFlight + queued
         inFlight.removeAll(); queued.removeAll()
         clearACL()
+        for t in timers { loop.cancel(t) }
         timers.removeAll()
         let drains = drainWaiters
         drainWaiters.removeAll()
         for p in pend { p.completion(.failure(e)) }
         for (_, f, _) in drains { f.fail(e) }
         let hs = closeHandlers
-        closeHandlers.removeAll()
-        for (_, h) in hs { h(e) }
+        closeHandlers = Subscribers()
+        hs.emit(e)
     }
 
     func clearACL() {
@@ -264,8 +271,8 @@ public final class HCIHost {
         return try r.get()
     }
 
-    /// Command deadlines and timers that have passed.
-    func runDue(_ now: Instant) {
+    /// Fails the commands whose deadline has passed.
+    func expireCommands(_ now: Instant) {
         var expired: [Pending] = []
         inFlight.removeAll { p in
             if p.deadline <= now { expired.append(p); return true }
@@ -281,10 +288,6 @@ public final class HCIHost {
             return false
         }
         for p in expired { p.completion(.failure(.commandTimeout(p.command.opcode, ms: p.timeoutMs))) }
-        guard timers.contains(where: { $0.due <= now }) else { return }
-        let due = timers.filter { $0.due <= now }.sorted { $0.due < $1.due }
-        timers.removeAll { $0.due <= now }
-        for t in due where failure == nil { t.action() }
     }
 
     /// Entry point for one packet from the controller (public for tests that
@@ -298,16 +301,16 @@ public final class HCIHost {
         case .event:
             let ev: HCIEvent
             do { ev = try HCIEvent.decode(packet.bytes) } catch let e as WireError {
-                for (_, h) in undecodableHandlers { h(packet, e) }
+                undecodableHandlers.emit((packet, e))
                 return
             } catch { return }
             handleEvent(ev)
         case .acl:
             guard let acl = try? ACLPacket.decode(packet.bytes) else {
-                for (_, h) in undecodableHandlers { h(packet, .invalid(field: "ACL", reason: "length mismatch")) }
+                undecodableHandlers.emit((packet, .invalid(field: "ACL", reason: "length mismatch")))
                 return
             }
-            for (_, h) in aclHandlers { h(acl) }
+            aclHandlers.emit(acl)
         default:
             break // SCO/ISO: recognised and passed over.
         }
@@ -342,10 +345,8 @@ public final class HCIHost {
         default:
             break
         }
-        // Handlers may cancel themselves or others while we iterate: iterate a snapshot,
-        // skipping any that were cancelled meanwhile.
-        let hs = eventHandlers
-        for (t, h) in hs where eventHandlers.contains(where: { $0.0 == t }) { h(ev) }
+        // Handlers may cancel themselves or others meanwhile: one cancelled is not called.
+        eventHandlers.emit(ev)
         flushCommands()
         flushACL()
     }

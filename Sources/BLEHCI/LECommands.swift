@@ -206,7 +206,7 @@ extension HCI {
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.code("Own_Address_Type", "Own address type", &ownAddressType)
             try f.u8("Scanning_Filter_Policy", "Filter policy", &filterPolicy)
-            try f.perPHY("Scanning_PHYs", "PHYs", &phys, &scans)
+            try perPHY(&f, "Scanning_PHYs", "PHYs", &phys, &scans)
         }
     }
 
@@ -253,8 +253,20 @@ extension HCI {
             try f.u8("Initiator_Filter_Policy", "Filter policy", &filterPolicy)
             try f.code("Own_Address_Type", "Own address type", &ownAddressType)
             try f.deviceAddress("Peer_Address", "Peer address", &peer)
-            try f.perPHY("Initiating_PHYs", "PHYs", &phys, &initiating)
+            try perPHY(&f, "Initiating_PHYs", "PHYs", &phys, &initiating)
         }
+    }
+
+    /// A PHY bit mask, then one entry per bit set, at least one: the shape
+    /// of these two extended commands only (7.8.64, 7.8.66), so written here
+    /// rather than as a walker field. Read, the entries follow the bits;
+    /// written, the bits say how many entries go out.
+    static func perPHY<E: HCIListEntry>(_ f: inout some HCIFieldWalker, _ physName: String, _ trace: HCITrace,
+                                         _ phys: inout UInt8, _ v: inout [E]) throws {
+        try f.u8(physName, trace, &phys)
+        if v.count != phys.nonzeroBitCount { v = Array(repeating: E(), count: phys.nonzeroBitCount) }
+        guard !v.isEmpty else { throw WireError.invalid(field: physName, reason: "no PHY selected") }
+        for i in v.indices { try v[i].fields(&f) }
     }
 
     /// LE Set Data Length (7.8.33): Connection_Handle, TX_Octets, TX_Time.

@@ -17,4 +17,13 @@ extension HCICommand {
             return ["malformed parameters: \(error)"] + Hex.lines(parameters)
         }
     }
+
+    /// The byte ranges of `parameters` that hold fields the command's
+    /// declaration marks `secret` (LE Enable Encryption's Rand, EDIV and LTK,
+    /// LE Long Term Key Request Reply's LTK): what a hex dump masks.
+    /// Parameters that do not match the declaration are masked from its first
+    /// secret field on; an undeclared command has none.
+    public var secretRanges: [Range<Int>] {
+        HCI.commandTable[opcode.rawValue]?.secretRanges(parameters) ?? []
+    }
 }

@@ -1,15 +1,12 @@
 import BLEWire
 
-/// A one-octet SMP field the peer sends (a reason, AuthReq, a keypress
-/// type): open, so any octet survives, and printable.
-public protocol SMPByteCode: CustomStringConvertible {
-    var rawValue: UInt8 { get }
-    init(rawValue: UInt8)
-}
+/// SMP's one-octet fields the peer sends (a reason, AuthReq, a keypress
+/// type) are BLEWire's `ByteCode`.
+public typealias SMPByteCode = ByteCode
 
-extension PairingFailedReason: SMPByteCode {}
-extension AuthReq: SMPByteCode {}
-extension KeypressNotificationType: SMPByteCode {}
+extension PairingFailedReason: ByteCode {}
+extension AuthReq: ByteCode {}
+extension KeypressNotificationType: ByteCode {}
 
 /// The walker of an SMP PDU's fields, in spec order. Each PDU's fields are
 /// declared once (`SMPPDU.fields`); a reader decodes them, a writer encodes
@@ -22,7 +19,7 @@ public protocol SMPFieldWalker {
     /// Exactly `count` octets, least significant first (printed most significant first).
     mutating func value(_ name: String, inline: String?, _ v: inout [UInt8], count: Int, secret: Bool) throws
     /// One octet with a meaning.
-    mutating func code<C: SMPByteCode>(_ name: String, inline: String?, _ v: inout C) throws
+    mutating func code<C: ByteCode>(_ name: String, inline: String?, _ v: inout C) throws
     /// A 16-bit value (EDIV).
     mutating func u16(_ name: String, inline: String?, _ v: inout UInt16, secret: Bool) throws
     /// A 64-bit value (Rand).
@@ -33,13 +30,22 @@ public protocol SMPFieldWalker {
     mutating func rest(_ v: inout [UInt8]) throws
 }
 
+/// Decodes fields, noting where the `secret` ones lie (for a masked hex dump).
 struct SMPFieldReader: SMPFieldWalker {
     var r: ByteReader
+    /// The byte ranges of the `secret` fields read so far (offsets into
+    /// `r.bytes`); one the bytes cut short runs to their end.
+    var secrets: [Range<Int>] = []
+    private mutating func note(_ secret: Bool, _ size: Int) {
+        if secret { secrets.append(r.offset..<r.offset + min(size, r.remaining)) }
+    }
     mutating func parameters(_ v: inout PairingParameters) throws { v = try PairingParameters.read(&r) }
-    mutating func value(_ name: String, inline: String?, _ v: inout [UInt8], count: Int, secret: Bool) throws { v = try r.bytes(count, name) }
-    mutating func code<C: SMPByteCode>(_ name: String, inline: String?, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
-    mutating func u16(_ name: String, inline: String?, _ v: inout UInt16, secret: Bool) throws { v = try r.u16(name) }
-    mutating func u64(_ name: String, inline: String?, _ v: inout UInt64, secret: Bool) throws { v = try r.u64(name) }
+    mutating func value(_ name: String, inline: String?, _ v: inout [UInt8], count: Int, secret: Bool) throws {
+        note(secret, count); v = try r.bytes(count, name)
+    }
+    mutating func code<C: ByteCode>(_ name: String, inline: String?, _ v: inout C) throws { v = C(rawValue: try r.u8(name)) }
+    mutating func u16(_ name: String, inline: String?, _ v: inout UInt16, secret: Bool) throws { note(secret, 2); v = try r.u16(name) }
+    mutating func u64(_ name: String, inline: String?, _ v: inout UInt64, secret: Bool) throws { note(secret, 8); v = try r.u64(name) }
     mutating func address(_ name: String, _ type: inout UInt8, _ v: inout BDAddress) throws {
         type = try r.u8("AddrType"); v = try BDAddress.read(&r, "BD_ADDR")
     }
@@ -54,7 +60,7 @@ struct SMPFieldWriter: SMPFieldWalker {
     mutating func value(_ name: String, inline: String?, _ v: inout [UInt8], count: Int, secret: Bool) {
         w.append(v.prefix(count)); for _ in 0..<max(0, count - v.count) { w.u8(0) }
     }
-    mutating func code<C: SMPByteCode>(_ name: String, inline: String?, _ v: inout C) { w.u8(v.rawValue) }
+    mutating func code<C: ByteCode>(_ name: String, inline: String?, _ v: inout C) { w.u8(v.rawValue) }
     mutating func u16(_ name: String, inline: String?, _ v: inout UInt16, secret: Bool) { w.u16(v) }
     mutating func u64(_ name: String, inline: String?, _ v: inout UInt64, secret: Bool) { w.u64(v) }
     mutating func address(_ name: String, _ type: inout UInt8, _ v: inout BDAddress) { w.u8(type); v.write(&w) }
@@ -86,7 +92,7 @@ struct SMPFieldPrinter: SMPFieldWalker {
     mutating func value(_ name: String, inline label: String?, _ v: inout [UInt8], count: Int, secret: Bool) {
         put(name, label, secret && !showKeys ? "<hidden>" : Hex.string(v.reversed(), separator: ""))
     }
-    mutating func code<C: SMPByteCode>(_ name: String, inline label: String?, _ v: inout C) { put(name, label, v.description) }
+    mutating func code<C: ByteCode>(_ name: String, inline label: String?, _ v: inout C) { put(name, label, v.description) }
     mutating func u16(_ name: String, inline label: String?, _ v: inout UInt16, secret: Bool) {
         put(name, label, secret && !showKeys ? "<hidden>" : "0x" + Hex.int(v, width: 4))
     }

@@ -44,12 +44,14 @@ public struct SMPCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
     })
 
     public var info: Info? { Self.table[rawValue] }
-    /// PDUs whose parameters are key material, masked in traces: the pairing
-    /// random values (with Just Works legacy pairing they give the STK away),
-    /// the LTK, EDIV/Rand, IRK and CSRK.
-    public var carriesSecrets: Bool {
-        [Self.pairingRandom, .encryptionInformation, .centralIdentification, .identityInformation, .signingInformation].contains(self)
-    }
+    /// PDUs whose parameters are key material, masked in traces: those with
+    /// a field declared `secret` (`SMPPDU.fields`): the pairing random values
+    /// (with Just Works legacy pairing they give the STK away), the LTK,
+    /// EDIV/Rand, IRK and CSRK.
+    public var carriesSecrets: Bool { Self.secretCodes.contains(rawValue) }
+    static let secretCodes: Set<UInt8> = Set(names.keys.filter { c in
+        SMPPDU.blank(SMPCode(rawValue: c)).map { !SMPPDU.secretRanges($0.encoded).isEmpty } ?? false
+    })
     public var name: String { info?.name ?? "Unknown SMP command 0x\(Hex.int(rawValue, width: 2))" }
     public var description: String { name }
 }
@@ -190,6 +192,22 @@ public enum SMPPDU: Hashable, Sendable {
     }
 
     // MARK: Tracing
+
+    /// The byte ranges of a PDU's bytes (code first) that hold fields its
+    /// declaration marks `secret`: what a hex dump masks. Bytes that do not
+    /// match the declaration (cut short, or longer) are masked from its first
+    /// secret field to their end; an unknown code has none.
+    public static func secretRanges(_ bytes: [UInt8]) -> [Range<Int>] {
+        guard let c = bytes.first, var pdu = blank(SMPCode(rawValue: c)) else { return [] }
+        var reader = SMPFieldReader(r: ByteReader(bytes, range: 1..<bytes.count))
+        do {
+            try pdu.fields(&reader)
+            try reader.r.expectEnd("parameters")
+            return reader.secrets
+        } catch {
+            return reader.secrets.first.map { [$0.lowerBound..<bytes.count] } ?? []
+        }
+    }
 
     /// One line for logs. Key material (LTK, IRK, CSRK, EDIV, Rand and the
     /// pairing random values, which with Just Works legacy pairing give the

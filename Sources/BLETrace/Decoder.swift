@@ -169,32 +169,26 @@ public final class PacketDecoder {
     }
 
     /// Byte ranges of a packet's H4 form that hold key material, for a
-    /// masked hex dump: LE Enable Encryption's Rand, EDIV and LTK, LE Long
-    /// Term Key Request Reply's LTK, LE Long Term Key Request's Rand and
-    /// EDIV, and the
-    /// payload of SMP Pairing Random, Encryption Information, Central
-    /// Identification, Identity Information and Signing Information carried
-    /// in a single ACL fragment (all of them fit the smallest LE buffer).
+    /// masked hex dump: the fields the declarations mark `secret` (HCI
+    /// commands and events, `HCICommand.secretRanges` and
+    /// `HCIEvent.secretRanges`; SMP PDUs, `SMPPDU.secretRanges`, carried in a
+    /// single ACL fragment, as all of them fit the smallest LE buffer).
     public static func secretRanges(_ p: HCIPacket) -> [Range<Int>] {
         let h4 = p.h4
+        func shifted(_ rs: [Range<Int>], _ by: Int) -> [Range<Int>] { rs.map { $0.lowerBound + by..<$0.upperBound + by } }
         switch p.type {
         case .command:
-            // 01, opcode (2), length, handle (2), then: LE Enable Encryption's
-            // Rand, EDIV and LTK; LE Long Term Key Request Reply's LTK.
-            guard h4.count >= 6 else { return [] }
-            switch HCIOpcode(rawValue: UInt16(h4[1]) | UInt16(h4[2]) << 8) {
-            case .leEnableEncryption, .leLongTermKeyRequestReply: return [6..<h4.count]
-            default: return []
-            }
+            // 01, opcode (2), length, parameters.
+            guard h4.count >= 4 else { return [] }
+            return shifted(HCICommand(HCIOpcode(rawValue: UInt16(h4[1]) | UInt16(h4[2]) << 8), Array(h4[4...])).secretRanges, 4)
         case .event:
-            // 04, LE Meta, length, LE Long Term Key Request (0x05), handle (2), Rand, EDIV.
-            if h4.count == 16, HCIEventCode(rawValue: h4[1]) == .leMeta, h4[3] == 0x05 { return [6..<16] }
-            return []
+            // 04, then the event: code, length, parameters.
+            return shifted(HCIEvent.secretRanges(p.bytes), 1)
         case .acl:
-            // 02, handle+flags (2), length (2), L2CAP length (2), CID (2), SMP code.
-            guard h4.count >= 10, h4[2] & 0x30 != 0x10, UInt16(h4[7]) | UInt16(h4[8]) << 8 == CID.smp,
-                  SMPCode(rawValue: h4[9]).carriesSecrets else { return [] }
-            return [10..<h4.count]
+            // 02, handle+flags (2), length (2), L2CAP length (2), CID (2), the SMP PDU;
+            // not a continuation fragment.
+            guard h4.count >= 10, h4[2] & 0x30 != 0x10, UInt16(h4[7]) | UInt16(h4[8]) << 8 == CID.smp else { return [] }
+            return shifted(SMPPDU.secretRanges(Array(h4[9...])), 9)
         default:
             return []
         }

@@ -237,6 +237,19 @@ struct TraceKeyMaskingTests {
         #expect(leaks(render(confirm)))
     }
 
+    @Test("the hex dump masks the fields the declarations mark secret, where the declarations put them")
+    func rangesFromDeclarations() {
+        let enc = HCICommand.leEnableEncryption(handle: 1, rand: 1, ediv: 2, ltk: Self.ltk).packet
+        #expect(PacketDecoder.secretRanges(enc) == [6..<14, 14..<16, 16..<32])
+        let request = HCIPacket(.event, [0x3E, 13, 0x05, 1, 0] + Array(repeating: 7, count: 10))
+        #expect(PacketDecoder.secretRanges(request) == [6..<14, 14..<16])
+        let central = ACL.out(cid: CID.smp, [0x07, 1, 2] + Array(repeating: 9, count: 8))
+        #expect(PacketDecoder.secretRanges(central) == [10..<12, 12..<20])
+        #expect(SMPCode.pairingRandom.carriesSecrets && !SMPCode.pairingConfirm.carriesSecrets)
+        // Cut short of its declaration: masked from the first secret field to the end.
+        #expect(PacketDecoder.secretRanges(HCIPacket(.event, [0x3E, 13, 0x05, 1, 0, 7, 7, 7])) == [6..<9])
+    }
+
     @Test("a peripheral's LTK Request event and Reply are named and masked")
     func peripheralSide() throws {
         var w = ByteWriter(); w.u8(0x3E); w.u8(13); w.u8(0x05); w.u16(1); w.append(Self.ltk.prefix(8)); w.u16(0xBEEF)
