@@ -3,7 +3,8 @@ import Glibc
 #endif
 import Attled
 import AttledLED
-import BLEMQTT
+import MQTT
+import AttledHomeAssistant
 
 /// A gateway: keeps links to the LED lamps around it (a `DeviceKeeper`) and
 /// bridges them to an MQTT broker with Home Assistant's discovery convention.

@@ -1,6 +1,7 @@
 import Attled
 import AttledLED
-import BLEMQTT
+import MQTT
+import AttledHomeAssistant
 
 /// What a gateway is: its broker, its topics, the lamps it keeps and how.
 /// A value: the command line parses options into one, a program builds one.
