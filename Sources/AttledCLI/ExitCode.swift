@@ -46,7 +46,7 @@ public func classify(_ error: Error) -> RunError {
         case .transport(let t):
             if case .closedByPeer = t { return RunError(t.description, .ioError) }
             return classifyTransport(t)
-        case .interrupted(let s): return RunError("interrupted", s == 15 ? .sigterm : .sigint)
+        case .interrupted(let s): return RunError("interrupted", s == SignalWatch.terminate ? .sigterm : .sigint)
         case .commandFailed, .commandTimeout, .hardwareError, .malformed, .closed: return RunError(e.description, .controller)
         }
     case let e as GAPError: return RunError(e.description, .connectionFailed)

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
 import BLETrace
@@ -79,7 +76,7 @@ final class Session {
         defer { withExtendedLifetime(gateway) {} }
         #endif
         do {
-            if opts.command == .ui && (isatty(0) != 1 || isatty(1) != 1) {
+            if opts.command == .ui && (!SystemIO.isTerminal(0) || !SystemIO.isTerminal(1)) {
                 throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
             }
             #if ATTLED_GATEWAY
@@ -110,13 +107,13 @@ final class Session {
 
             default: break
             }
-        } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SIGINT {
+        } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SignalWatch.interrupt {
             // Ctrl-C is how scan and listen end.
         } catch {
             var re = classify(error)
             let phase = jobs.first(where: { !$0.isFinished })?.report.phase ?? report.phase
             if case HCIError.interrupted(let sig) = error {
-                re.message = "interrupted by \(sig == SIGTERM ? "SIGTERM" : "SIGINT") during \(phase.word)"
+                re.message = "interrupted by \(sig == SignalWatch.terminate ? "SIGTERM" : "SIGINT") during \(phase.word)"
             } else if re.code == .linkLost || re.code == .attError {
                 re.message += " (during \(phase.word))"
             }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
 import MQTT
@@ -103,15 +100,16 @@ public final class Gateway {
     func startMQTT() throws {
         var password = config.password
         if let f = config.passwordFile {
-            guard let raw = SystemIO.readFile(f, limit: 4096) else {
-                throw GatewayError.configuration("cannot read --mqtt-password-file \(f): \(String(cString: strerror(errno)))")
+            let raw: [UInt8]
+            do { raw = try SystemIO.contents(of: f, limit: 4096) } catch {
+                throw GatewayError.configuration("cannot read --mqtt-password-file \(f): \(SystemIO.errorText(error.code))")
             }
             var text = String(decoding: raw, as: UTF8.self)
             while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
             password = text
         }
         let will = MQTTWill(topic: topics.gatewayAvailability, payload: Array(HomeAssistant.offline.utf8), qos: .atLeastOnce, retain: true)
-        let o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-\(topics.gatewayID)-\(getpid())",
+        let o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-\(topics.gatewayID)-\(SystemIO.processID)",
                             username: config.username, password: password, tlsCAFile: config.tlsCAFile, keepalive: 30, will: will)
         let c: MQTTClient
         do { c = try MQTTClient(o) } catch { throw GatewayError.broker("\(error)") }
@@ -250,6 +248,6 @@ public final class Gateway {
         }
         mqtt?.detach()
         stopped = true
-        return HCIError.interrupted(signal: SIGINT)
+        return HCIError.interrupted(signal: SignalWatch.interrupt)
     }
 }
