@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "BLEStackTests",
                     dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
-                    swiftSettings: strict),
+                    swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):
         // libcrypto.so.3 opened on first use, or libcrypto.a linked in the fully static build.
         .target(name: "CCrypto",

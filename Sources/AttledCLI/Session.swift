@@ -50,7 +50,7 @@ final class Session {
     init(_ opts: Options, environment: [String: String] = [:]) {
         self.opts = opts
         self.environment = environment
-        report = Report(prefix: "", quiet: opts.quiet || opts.command == .ui)
+        report = Report.console(prefix: "", quiet: opts.quiet || opts.command == .ui)
         if !opts.noCache { cache = GATTCache(directory: GATTCache.defaultDirectory(environment)) }
         stateRoot = BondStore.defaultDirectory(environment)
         bonds = BondStore(directory: stateRoot)
@@ -166,7 +166,7 @@ final class Session {
             catch { throw RunError("cannot write capture \(path): \(error)", .failure) }
         }
         report.begin(.open)
-        let t = try spec.open()
+        let t = Self.warningOnConsole(try spec.open())
         transport = t
         // Through sudo: give up root now that the adapter socket is open.
         if let d = try Privileges.drop(transport: t, env: environment) {
@@ -202,7 +202,7 @@ final class Session {
     /// library's `BLEStack.close`, its warnings printed). Never throws; bounded in time.
     func cleanup() {
         guard let s = stack else { transport?.close(); snoop?.close(); return }
-        s.close(warning: { Console.err("attled: warning: " + $0) })
+        s.close(warning: { CLIConsole.err("warning: " + $0) })
         if opts.trace != .off { for l in tracedLinks { printTiming(l) } }
         snoop?.close()
         transport = nil
@@ -214,8 +214,14 @@ final class Session {
     /// - Throws: `TransportError`, `HCIError`.
     func reopenStack() throws -> BLEStack {
         closeStack()
-        let t = try (opts.transport ?? .userChannel(index: 0)).open()
+        let t = Self.warningOnConsole(try (opts.transport ?? .userChannel(index: 0)).open())
         do { return try makeStack(t) } catch { t.close(); throw error }
+    }
+
+    /// The transport, its warnings printed as the command line's ("attled: warning: ...").
+    static func warningOnConsole(_ t: any HCITransport) -> any HCITransport {
+        (t as? UserChannelTransport)?.onWarning = { CLIConsole.err("warning: " + $0) }
+        return t
     }
 
     /// The LED resolver over this run's GATT cache; a bonded device's entry

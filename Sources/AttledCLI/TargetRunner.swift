@@ -20,7 +20,7 @@ final class TargetRunner {
         let targets = Target.from(opts)
         return targets.map { t in
             // A single target reports into the run's own report (one set of phases, as ever).
-            let r = targets.count == 1 ? s.report : Report(prefix: "\(t.label): ", quiet: opts.quiet)
+            let r = targets.count == 1 ? s.report : Report.console(prefix: "\(t.label): ", quiet: opts.quiet)
             return DeviceJob(target: t, opts: opts, report: r, resolver: resolver, securer: Securer(policy: opts.securityPolicy, store: s.bonds, report: r), runStart: s.start)
         }
     }

@@ -16,8 +16,8 @@ public final class Gateway {
     public let topics: HATopics
     /// The links (the current stack is `keeper.stack`).
     public let keeper: DeviceKeeper
-    /// Where log lines go (default: stderr, "attled: gateway: ...").
-    public var log: (String) -> Void = { Console.err("attled: " + $0) }
+    /// Where log lines go (default: stderr, "gateway: ...").
+    public var log: (String) -> Void = { Console.err($0) }
     /// Set once `run` ended on a signal after the clean shutdown.
     public private(set) var stopped = false
     let bonds: BondStore?
@@ -102,7 +102,7 @@ public final class Gateway {
         if let f = config.passwordFile {
             let raw: [UInt8]
             do { raw = try SystemIO.contents(of: f, limit: 4096) } catch {
-                throw GatewayError.configuration("cannot read --mqtt-password-file \(f): \(SystemIO.errorText(error.code))")
+                throw GatewayError.passwordFileUnreadable(path: f, errno: error.code)
             }
             var text = String(decoding: raw, as: UTF8.self)
             while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }

@@ -73,14 +73,17 @@ public struct GatewayConfig: Sendable {
 
 /// Why a gateway could not start.
 public enum GatewayError: Error, Sendable, CustomStringConvertible {
-    /// The configuration cannot work (a bad prefix, an unreadable password file).
+    /// The configuration cannot work (a bad prefix or id).
     case configuration(String)
+    /// `GatewayConfig.passwordFile` cannot be read: its path and errno.
+    case passwordFileUnreadable(path: String, errno: Int32)
     /// The MQTT client could not be made.
     case broker(String)
 
     public var description: String {
         switch self {
         case .configuration(let m): return m
+        case let .passwordFileUnreadable(path, e): return "cannot read the MQTT password file \(path): \(SystemIO.errorText(e))"
         case .broker(let m): return "MQTT: \(m)"
         }
     }
