@@ -48,7 +48,7 @@ public struct Bond: Hashable, Sendable, CustomStringConvertible {
     /// private address its IRK resolves (Core Vol 6 Part B 1.3.2.3).
     public func matches(_ address: DeviceAddress) -> Bool {
         if address.address == identity.address && address.type.isRandom == identity.type.isRandom { return true }
-        guard let irk, address.type.isRandom, address.address.randomKind == "resolvable" else { return false }
+        guard let irk, address.type.isRandom, address.address.randomAddressKind == .resolvable else { return false }
         let b = address.address.bytes // wire order: hash = bytes[0..<3], prand = bytes[3..<6]
         guard let h = try? SMPCrypto.ah(irk: irk.bytes, prand: Array(b[3..<6])) else { return false }
         return h == Array(b[0..<3])
@@ -134,7 +134,7 @@ public struct BondStore: Sendable {
     /// - Returns: nil when `address` cannot be an identity address or the IRK
     ///   cannot be made or stored (pairing then goes on without it).
     public func localIdentity(address: DeviceAddress) -> LocalIdentity? {
-        let isStatic = address.type.isRandom && address.address.randomKind == "static"
+        let isStatic = address.type.isRandom && address.address.randomAddressKind == .static
         guard address.type == .public || isStatic else { return nil }
         let p = directory + "/local-irk"
         if let raw = SystemIO.readFile(p, limit: 64), let v = Hex.parse(String(decoding: raw, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""), v.count == 16 {
@@ -168,7 +168,7 @@ public struct BondStore: Sendable {
     public func keptStaticAddress() -> BDAddress? {
         guard let raw = SystemIO.readFile(directory + "/local-address", limit: 64),
               let line = String(decoding: raw, as: UTF8.self).split(separator: "\n").first,
-              let a = BDAddress(String(line)), a.randomKind == "static" else { return nil }
+              let a = BDAddress(String(line)), a.randomAddressKind == .static else { return nil }
         return a
     }
 

@@ -116,7 +116,7 @@ public final class Securer {
             // Seen at another public or static address: remember it, so it is
             // found there at once. A resolvable private address changes every
             // few minutes and the IRK finds it anyway: no write for it.
-            let isPrivate = link.peer.type.isRandom && link.peer.address.randomKind == "resolvable"
+            let isPrivate = link.peer.type.isRandom && link.peer.address.randomAddressKind == .resolvable
             if bond.lastAddress != link.peer, !isPrivate {
                 var moved = bond
                 moved.lastAddress = link.peer

@@ -56,7 +56,7 @@ extension GATTServerSession {
         let changed = state.hash != (server.databaseHash ?? [])
         var sent = false
         if changed, let sc = db.characteristics.first(where: { $0.uuid == GATTUUID.serviceChanged }) {
-            sent = send(sc.valueHandle, [0x01, 0x00, 0xFF, 0xFF])
+            sent = send(sc.valueHandle, ServiceChangedValue.wholeDatabase.bytes)
         }
         keepBond()
         return Restored(subscriptions: state.subscriptions.count, databaseChanged: changed, serviceChangedSent: sent)
