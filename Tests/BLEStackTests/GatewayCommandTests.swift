@@ -35,7 +35,8 @@ struct GatewayCommandTests {
             w.ctl.deliver(KeeperTests.connected(KeeperTests.lamp, handle: 1))
             try w.pump { link != nil }
             let dev = KeptDevice(address: DeviceAddress(BDAddress(KeeperTests.lamp)!, .random), backoff: Backoff())
-            dev.link = try #require(link)
+            let up = try #require(link)
+            dev.link = up
             dev.state = .ready
             self.w = w
             self.gateway = gateway
