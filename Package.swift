@@ -27,7 +27,7 @@ let package = Package(
                                            "BLEATT", "BLEGATT", "LEDProfile", "BLETrace", "BLESMP", "AttledJSON"]),
     ] + (withGateway ? [
         // The MQTT / Home Assistant gateway as a library: `Gateway(config:stack:)`.
-        .library(name: "AttledGateway", targets: ["AttledGateway", "BLEMQTT"]),
+        .library(name: "AttledGateway", targets: ["AttledGateway", "AttledHomeAssistant", "MQTT"]),
     ] : []),
     targets: [
         // Kernel socket ABI (sockaddr_hci, HCI_CHANNEL_USER, ioctls) from libbluetooth-dev's headers.
@@ -67,7 +67,7 @@ let package = Package(
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
                 dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP", "BLEGATTServer", "AttledServe"]
-                    + (withGateway ? ["BLEMQTT", "AttledGateway"] : []),
+                    + (withGateway ? ["MQTT", "AttledGateway"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
         // Parser throughput micro-benchmark (make bench).
@@ -78,18 +78,20 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),
         // libmosquitto.so.1 opened with dlopen when the gateway first needs it:
-        // trampolines for the functions BLEMQTT calls (a one-shot run maps none
+        // trampolines for the functions MQTT calls (a one-shot run maps none
         // of libmosquitto, libssl, libcares, libcjson).
         .target(name: "CMosquittoLoader", linkerSettings: [.linkedLibrary("dl")]),
-        // MQTT client over libmosquitto driven by the owner's poll loop, Home
-        // Assistant discovery and light commands (JSON: BLEWire's JSONValue).
-        .target(name: "BLEMQTT", dependencies: ["BLEWire", "BLETransport", "AttledJSON", "LEDProfile", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
+        // An MQTT 3.1.1 client over libmosquitto, driven by its owner's event loop. It knows MQTT only.
+        .target(name: "MQTT", dependencies: ["BLEWire", "BLETransport", "CMosquitto", "CMosquittoLoader"], swiftSettings: strict),
+        // Home Assistant's MQTT contract as pure functions: topics, discovery
+        // configs, the JSON light's commands and state (no I/O, no MQTT client).
+        .target(name: "AttledHomeAssistant", dependencies: ["BLEWire", "AttledJSON", "LEDProfile"], swiftSettings: strict),
         // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
-        .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "BLEMQTT"], swiftSettings: strict),
+        .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "MQTT", "AttledHomeAssistant"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "BLEMQTT", "AttledGateway", "BLEGATTServer", "AttledServe"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
-                    swiftSettings: strict),
+                    swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):
         // libcrypto.so.3 opened on first use, or libcrypto.a linked in the fully static build.
         .target(name: "CCrypto",

@@ -91,7 +91,7 @@ cmd_build() {
   key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "$root/Sources/CMosquittoLoader/loader.c" "$root/Sources/CCrypto/crypto.c" "${stamps[@]}"; } | sha256sum | cut -c1-16)
   if ! [ -x "$out/attled-fuzz" ] || [ "$(cat "$out/attled-fuzz.stamp" 2>/dev/null)" != "$key" ]; then
     echo "  swiftc attled-fuzz (harnesses, link)"
-    # BLEMQTT calls libmosquitto through CMosquittoLoader's trampolines (dlopen).
+    # MQTT calls libmosquitto through CMosquittoLoader's trampolines (dlopen).
     cc -c -O1 -fPIC -I "$root/Sources/CMosquittoLoader/include" "$root/Sources/CMosquittoLoader/loader.c" \
       -o "$out/lib/mosquitto_loader.o" 2> "$out/logs/build-loader.log" \
       || { cat "$out/logs/build-loader.log" >&2; die "building the libmosquitto loader failed"; }

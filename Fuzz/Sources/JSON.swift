@@ -7,7 +7,7 @@
 // colour scaled by its brightness stays a colour, and the state it makes
 // reports what it was given.
 import BLEWire
-import BLEMQTT
+import AttledHomeAssistant
 import AttledJSON
 
 func fuzzJSON(_ data: [UInt8]) {

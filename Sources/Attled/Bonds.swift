@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import BLEWire
 import BLETransport
 import BLESMP
@@ -51,7 +48,7 @@ public struct Bond: Hashable, Sendable, CustomStringConvertible {
     /// private address its IRK resolves (Core Vol 6 Part B 1.3.2.3).
     public func matches(_ address: DeviceAddress) -> Bool {
         if address.address == identity.address && address.type.isRandom == identity.type.isRandom { return true }
-        guard let irk, address.type.isRandom, address.address.randomKind == "resolvable" else { return false }
+        guard let irk, address.type.isRandom, address.address.randomAddressKind == .resolvable else { return false }
         let b = address.address.bytes // wire order: hash = bytes[0..<3], prand = bytes[3..<6]
         guard let h = try? SMPCrypto.ah(irk: irk.bytes, prand: Array(b[3..<6])) else { return false }
         return h == Array(b[0..<3])
@@ -77,9 +74,9 @@ public struct BondStore: Sendable {
     /// The default directory for this process's environment.
     public static func defaultDirectory(_ env: [String: String]) -> String {
         if let x = env["XDG_STATE_HOME"], !x.isEmpty { return x + "/attled" }
-        if getuid() == 0 { return "/var/lib/attled" }
+        if SystemIO.userID == 0 { return "/var/lib/attled" }
         if let h = env["HOME"], !h.isEmpty { return h + "/.local/state/attled" }
-        return "/tmp/attled-state-\(getuid())"
+        return "/tmp/attled-state-\(SystemIO.userID)"
     }
 
     func path(_ identity: DeviceAddress, role: BondRole = .central) -> String {
@@ -89,13 +86,7 @@ public struct BondStore: Sendable {
     /// Every bond made as `role` in the store, in file name order; damaged files are skipped.
     public func all(role: BondRole = .central) -> [Bond] {
         let prefix = role == .central ? "bond-" : "client-"
-        guard let d = opendir(directory) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name.hasPrefix(prefix) && !name.contains(".tmp") { names.append(name) }  // not local-irk
-        }
+        let names = SystemIO.directoryEntries(directory).filter { $0.hasPrefix(prefix) && !$0.contains(".tmp") }  // not local-irk
         return names.sorted().compactMap { load(path: directory + "/" + $0) }.filter { $0.role == role }
     }
 
@@ -132,7 +123,7 @@ public struct BondStore: Sendable {
     @discardableResult
     public func remove(_ address: DeviceAddress, role: BondRole = .central) -> Bond? {
         guard let b = bond(for: address, role: role) else { return nil }
-        unlink(path(b.identity, role: role))
+        SystemIO.remove(path(b.identity, role: role))
         return b
     }
 
@@ -143,7 +134,7 @@ public struct BondStore: Sendable {
     /// - Returns: nil when `address` cannot be an identity address or the IRK
     ///   cannot be made or stored (pairing then goes on without it).
     public func localIdentity(address: DeviceAddress) -> LocalIdentity? {
-        let isStatic = address.type.isRandom && address.address.randomKind == "static"
+        let isStatic = address.type.isRandom && address.address.randomAddressKind == .static
         guard address.type == .public || isStatic else { return nil }
         let p = directory + "/local-irk"
         if let raw = SystemIO.readFile(p, limit: 64), let v = Hex.parse(String(decoding: raw, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""), v.count == 16 {
@@ -177,7 +168,7 @@ public struct BondStore: Sendable {
     public func keptStaticAddress() -> BDAddress? {
         guard let raw = SystemIO.readFile(directory + "/local-address", limit: 64),
               let line = String(decoding: raw, as: UTF8.self).split(separator: "\n").first,
-              let a = BDAddress(String(line)), a.randomKind == "static" else { return nil }
+              let a = BDAddress(String(line)), a.randomAddressKind == .static else { return nil }
         return a
     }
 
@@ -212,28 +203,17 @@ public struct BondStore: Sendable {
         return Bond(identity: id, longTermKey: k, irk: irk, lastAddress: last ?? id, role: role)
     }
 
+    /// Makes the directory: parents as usual, the store itself private to its owner (0700).
     func makeDirectory() throws(BondStoreError) {
-        var path = ""
-        let parts = directory.split(separator: "/")
-        for (i, part) in parts.enumerated() {
-            path += "/" + part
-            // Parents as usual; the store itself private to its owner.
-            if mkdir(path, i == parts.count - 1 ? 0o700 : 0o755) != 0 && errno != EEXIST {
-                throw BondStoreError(path: path, errno: errno)
-            }
-        }
-        if chmod(directory, 0o700) != 0 { throw BondStoreError(path: directory, errno: errno) }
+        do {
+            try SystemIO.makeDirectories(directory, mode: 0o700)
+            try SystemIO.setMode(directory, 0o700)
+        } catch { throw BondStoreError(error) }
     }
 
+    /// Writes a file of the store: mode 0600, atomically and flushed to the disk.
     func writeAtomically(_ p: String, _ bytes: [UInt8]) throws(BondStoreError) {
-        let tmp = p + ".tmp.\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw BondStoreError(path: tmp, errno: errno) }
-        let ok = SystemIO.writeAll(fd, bytes) && fsync(fd) == 0
-        let e = errno
-        close(fd)
-        guard ok else { unlink(tmp); throw BondStoreError(path: tmp, errno: e) }
-        guard rename(tmp, p) == 0 else { let e = errno; unlink(tmp); throw BondStoreError(path: p, errno: e) }
+        do { try SystemIO.writeFileAtomically(p, bytes, mode: 0o600, durable: true) } catch { throw BondStoreError(error) }
     }
 }
 
@@ -241,7 +221,10 @@ public struct BondStore: Sendable {
 public struct BondStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public var path: String
     public var errno: Int32
+    init(path: String, errno: Int32) { self.path = path; self.errno = errno }
+    /// The file operation that failed.
+    init(_ e: FileError) { self.init(path: e.path, errno: e.code) }
     public var description: String {
-        "cannot store the bond in \(path): \(String(cString: strerror(errno))) (set XDG_STATE_HOME to a writable directory)"
+        "cannot store the bond in \(path): \(SystemIO.errorText(errno)) (set XDG_STATE_HOME to a writable directory)"
     }
 }

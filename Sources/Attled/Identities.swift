@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import BLEWire
 import BLETransport
 import BLEHCI
@@ -59,12 +56,13 @@ public final class Identities {
     func claim(key: String) throws(BondStoreError) -> (Entry, Int32) {
         let top = BondStore(directory: root)
         try top.makeDirectory()
-        guard let indexLock = SystemIO.lock(root + "/identities.lock") else { throw BondStoreError(path: root + "/identities.lock", errno: errno) }
+        let indexLock: Int32
+        do { indexLock = try SystemIO.lock(root + "/identities.lock") } catch { throw BondStoreError(error) }
         defer { SystemIO.unlock(indexLock) }
         var all = entries()
         for e in all where e.key == key {
             try BondStore(directory: e.path(in: root)).makeDirectory()
-            if let fd = SystemIO.tryLock(e.path(in: root) + "/lock") { return (e, fd) }
+            if let fd = try? SystemIO.tryLock(e.path(in: root) + "/lock") { return (e, fd) }
         }
         let used = Set(all.map(\.folder))
         var folder = "."
@@ -75,7 +73,8 @@ public final class Identities {
         }
         let e = Entry(folder: folder, key: key)
         try BondStore(directory: e.path(in: root)).makeDirectory()
-        guard let fd = SystemIO.tryLock(e.path(in: root) + "/lock") else { throw BondStoreError(path: e.path(in: root) + "/lock", errno: errno) }
+        let fd: Int32
+        do { fd = try SystemIO.tryLock(e.path(in: root) + "/lock") } catch { throw BondStoreError(error) }
         all.append(e)
         do {
             try top.writeAtomically(root + "/identities", Array(all.map { "\($0.folder)\t\($0.key)\n" }.joined().utf8))

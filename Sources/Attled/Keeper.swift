@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Keeps links to devices for the owners that claim them: the one place
 /// where attled decides when to scan, when and how to connect (a scan, or a
 /// pending LE Create Connection from the controller's Filter Accept List), how

@@ -17,9 +17,9 @@ public final class Report {
     /// Printed before each progress line ("Lamp1: "), empty for a single target.
     public let prefix: String
     public let quiet: Bool
-    /// Where progress lines go, without the "attled: " every default line
-    /// starts with (default: stderr, with it).
-    public var output: (String) -> Void = { Console.err("attled: " + $0) }
+    /// Where progress lines go (default: stderr, one line each, as they are;
+    /// a program puts its own name before them here).
+    public var output: (String) -> Void = { Console.err($0) }
     public private(set) var phase = Phase.open
     private var phaseStart = Instant.now()
     public private(set) var phases: [(Phase, UInt64)] = []
@@ -31,7 +31,7 @@ public final class Report {
         self.quiet = quiet
     }
 
-    /// A progress line: "attled: <prefix>text".
+    /// A progress line: "<prefix>text", to `output`.
     public func progress(_ s: String) {
         if !quiet { output(prefix + s) }
     }

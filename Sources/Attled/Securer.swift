@@ -27,9 +27,30 @@ public struct SecurityPolicy: Sendable, Equatable {
 }
 
 /// Why securing a link was refused by the policy.
-public struct SecuringError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    public var description: String { message }
+public enum SecuringError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The rule of the `SecurityPolicy` that refused to pair.
+    public enum Rule: Sendable, Equatable {
+        /// `pairing` is `.never`.
+        case neverPair
+        /// `repairForgottenBond` is false.
+        case keepForgottenBond
+    }
+
+    /// The device has forgotten the stored bond of `identity` (`cause`: how
+    /// encryption failed) and `rule` forbids pairing with it again; the bond is kept.
+    case bondForgotten(cause: String, identity: DeviceAddress, refusedBy: Rule)
+    /// The device needs pairing (`reason`) and there is no bond, but the policy never pairs.
+    case pairingNotAllowed(reason: String)
+
+    public var description: String {
+        switch self {
+        case let .bondForgotten(cause, identity, rule):
+            let why = rule == .keepForgottenBond ? "does not repair a forgotten bond" : "never pairs"
+            return "\(cause); the security policy \(why), so the device is not paired with again (the bond of \(identity) is kept)"
+        case .pairingNotAllowed(let reason):
+            return "\(reason); the security policy never pairs"
+        }
+    }
 }
 
 /// When and how a run pairs or encrypts a link (issue: encrypted links):
@@ -95,7 +116,7 @@ public final class Securer {
             // Seen at another public or static address: remember it, so it is
             // found there at once. A resolvable private address changes every
             // few minutes and the IRK finds it anyway: no write for it.
-            let isPrivate = link.peer.type.isRandom && link.peer.address.randomKind == "resolvable"
+            let isPrivate = link.peer.type.isRandom && link.peer.address.randomAddressKind == .resolvable
             if bond.lastAddress != link.peer, !isPrivate {
                 var moved = bond
                 moved.lastAddress = link.peer
@@ -109,7 +130,7 @@ public final class Securer {
     }
 
     private func forgotten(_ e: any Error, _ bond: Bond) -> SecuringError {
-        SecuringError(message: "\(e); \(!policy.repairForgottenBond ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(bond.identity.address)'")
+        .bondForgotten(cause: "\(e)", identity: bond.identity, refusedBy: !policy.repairForgottenBond ? .keepForgottenBond : .neverPair)
     }
 
     /// Runs `op`; when it fails for want of encryption, secures the link and
@@ -140,7 +161,7 @@ public final class Securer {
             }
         } else {
             if policy.pairing == .never {
-                return Future(error: SecuringError(message: "\(why); drop --no-pair to pair with it"))
+                return Future(error: SecuringError.pairingNotAllowed(reason: why))
             }
             f = pair(link)
         }

@@ -206,7 +206,7 @@ public final class Link {
     init(stack: BLEStack, connection: LEConnection) {
         self.stack = stack
         self.connection = connection
-        l2cap = L2CAPLink(host: stack.host, handle: connection.handle, ownsDisconnection: false, peripheral: connection.role == 1)
+        l2cap = L2CAPLink(host: stack.host, handle: connection.handle, ownsDisconnection: false, peripheral: connection.role == .peripheral)
         bearer = ATTBearer(link: l2cap, ownsDisconnection: false)
         gatt = GATTClient(bearer: bearer)
         security = LinkSecurity(host: stack.host, l2cap: l2cap, initiator: stack.info.ownAddress, responder: connection.peer)

@@ -1,7 +1,4 @@
-#if canImport(Glibc)
 import Attled
-import Glibc
-#endif
 import BLEWire
 import BLETransport
 import BLETrace
@@ -9,13 +6,16 @@ import BLETrace
 /// `attled decode FILE`: prints a btsnoop capture with the --trace decoder.
 func runDecode(_ opts: Options) -> Int32 {
     let path = opts.files[0]
-    let fd: Int32 = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
-    if fd < 0 {
-        Console.err("attled: error: cannot open \(path): \(errnoName(errno))")
-        return ExitCode.unavailable.rawValue
+    let limit = 512 * 1024 * 1024
+    let bytes: [UInt8]
+    if path == "-" {
+        bytes = SystemIO.readAll(0, limit: limit)
+    } else {
+        do { bytes = try SystemIO.contents(of: path, limit: limit) } catch {
+            Console.err("attled: error: cannot open \(path): \(errnoName(error.code))")
+            return ExitCode.unavailable.rawValue
+        }
     }
-    let bytes = SystemIO.readAll(fd, limit: 512 * 1024 * 1024)
-    if fd != 0 { close(fd) }
     let (records, error) = Btsnoop.parse(bytes)
     let decoder = PacketDecoder()
     let t0 = records.first?.timestampUs ?? 0

@@ -46,14 +46,14 @@ public func classify(_ error: Error) -> RunError {
         case .transport(let t):
             if case .closedByPeer = t { return RunError(t.description, .ioError) }
             return classifyTransport(t)
-        case .interrupted(let s): return RunError("interrupted", s == 15 ? .sigterm : .sigint)
+        case .interrupted(let s): return RunError("interrupted", s == SignalWatch.terminate ? .sigterm : .sigint)
         case .commandFailed, .commandTimeout, .hardwareError, .malformed, .closed: return RunError(e.description, .controller)
         }
     case let e as GAPError: return RunError(e.description, .connectionFailed)
     case let e as ACLDrainTimeout: return RunError(e.description, .linkLost)
     case let e as SecurityError: return RunError(e.description, .security)
     case let e as BondStoreError: return RunError(e.description, .security)
-    case let e as SecuringError: return RunError(e.description, .security)
+    case let e as SecuringError: return RunError(message(e), .security)
     case let e as StackError:
         switch e { case .notFound: return RunError(e.description, .deviceNotFound) }
     case let e as LEDOperations.Failure:
@@ -69,13 +69,26 @@ public func classify(_ error: Error) -> RunError {
         }
     case let e as GATTError:
         switch e {
-        case .serviceNotFound, .characteristicNotFound, .noClientConfiguration, .ambiguous, .noSuchHandle: return RunError(e.description, .notFound)
+        case .ambiguous: return RunError(e.description + "; name one by handle (--char 0xHHHH) or narrow with --service UUID", .notFound)
+        case .noSuchHandle: return RunError(e.description + " (see 'attled gatt' for the handles)", .notFound)
+        case .serviceNotFound, .characteristicNotFound, .noClientConfiguration: return RunError(e.description, .notFound)
         case .notPermitted, .prepareWriteMismatch: return RunError(e.description, .attError)
         case .discoveryStalled, .malformed: return RunError(e.description, .attError)
         case .valueTooLong: return RunError(e.description, .usage)
         }
     case let e as WireError: return RunError(e.description, .dataError)
     default: return RunError("\(error)", .failure)
+    }
+}
+
+/// A refusal of the security policy as the command line says it: the
+/// option that set the rule, and how to get past it.
+func message(_ e: SecuringError) -> String {
+    switch e {
+    case let .bondForgotten(cause, identity, rule):
+        return "\(cause); \(rule == .keepForgottenBond ? "--no-repair" : "--no-pair") forbids pairing again: run without it, or remove the bond with 'attled bonds --remove \(identity.address)'"
+    case .pairingNotAllowed(let reason):
+        return "\(reason); drop --no-pair to pair with it"
     }
 }
 

@@ -29,10 +29,20 @@ enum GatewayRun {
     static func make(_ c: GatewayConfig, _ s: Session) throws -> Gateway {
         guard let stack = s.stack else { throw RunError("no controller", .failure) }
         do {
-            return try Gateway(config: c, stack: stack, bonds: s.bonds, cache: s.cache,
-                               reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() })
+            let g = try Gateway(config: c, stack: stack, bonds: s.bonds, cache: s.cache,
+                                reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() })
+            g.log = { CLIConsole.err($0) }
+            return g
         } catch let e as GatewayError {
-            throw RunError(e.description, .usage)
+            throw RunError(message(e), .usage)
+        }
+    }
+
+    /// A gateway error as the command line says it: the option that set what failed.
+    static func message(_ e: GatewayError) -> String {
+        switch e {
+        case let .passwordFileUnreadable(path, errno): return "cannot read --mqtt-password-file \(path): \(SystemIO.errorText(errno))"
+        case .configuration, .broker: return e.description
         }
     }
 
@@ -41,7 +51,7 @@ enum GatewayRun {
         do {
             try g.run()
         } catch let e as GatewayError {
-            throw RunError(e.description, .usage)
+            throw RunError(message(e), .usage)
         } catch HCIError.interrupted(let sig) where g.stopped {
             s.sigintIsSuccess = true
             s.quietSuccess = true

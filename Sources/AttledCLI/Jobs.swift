@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
 import BLETrace
@@ -96,13 +93,4 @@ public func runCLI(_ args: [String], environment: [String: String]) -> Int32 {
 }
 
 /// The process environment as a dictionary.
-public func processEnvironment() -> [String: String] {
-    var env: [String: String] = [:]
-    var p = environ
-    while let entry = p.pointee {
-        let s = String(cString: entry)
-        if let eq = s.firstIndex(of: "=") { env[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
-        p += 1
-    }
-    return env
-}
+public func processEnvironment() -> [String: String] { SystemIO.environment() }

@@ -105,7 +105,7 @@ extension OptionSpec {
         OptionSpec(["--extended"], .none { o in o.extendedScan = true },
                    group: .scanning, commands: .controller, help: ["use the extended scan/connect (serve: advertising) commands when the controller lists them"]),
         OptionSpec(["--own-address"], .value("ADDR") { o, _, v in
-            guard let a = BDAddress(v), a.randomKind == "static" else {
+            guard let a = BDAddress(v), a.randomAddressKind == .static else {
                 throw UsageError("--own-address: '\(v)' is not a static random address (6 bytes, the first hex digit C-F: C0:11:22:33:44:55)")
             }
             o.ownAddress = a

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
 import BLETrace
@@ -53,7 +50,7 @@ final class Session {
     init(_ opts: Options, environment: [String: String] = [:]) {
         self.opts = opts
         self.environment = environment
-        report = Report(prefix: "", quiet: opts.quiet || opts.command == .ui)
+        report = Report.console(prefix: "", quiet: opts.quiet || opts.command == .ui)
         if !opts.noCache { cache = GATTCache(directory: GATTCache.defaultDirectory(environment)) }
         stateRoot = BondStore.defaultDirectory(environment)
         bonds = BondStore(directory: stateRoot)
@@ -79,7 +76,7 @@ final class Session {
         defer { withExtendedLifetime(gateway) {} }
         #endif
         do {
-            if opts.command == .ui && (isatty(0) != 1 || isatty(1) != 1) {
+            if opts.command == .ui && (!SystemIO.isTerminal(0) || !SystemIO.isTerminal(1)) {
                 throw RunError("attled ui needs a terminal (stdin and stdout must be a tty)", .usage)
             }
             #if ATTLED_GATEWAY
@@ -110,13 +107,13 @@ final class Session {
 
             default: break
             }
-        } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SIGINT {
+        } catch HCIError.interrupted(let sig) where sigintIsSuccess && sig == SignalWatch.interrupt {
             // Ctrl-C is how scan and listen end.
         } catch {
             var re = classify(error)
             let phase = jobs.first(where: { !$0.isFinished })?.report.phase ?? report.phase
             if case HCIError.interrupted(let sig) = error {
-                re.message = "interrupted by \(sig == SIGTERM ? "SIGTERM" : "SIGINT") during \(phase.word)"
+                re.message = "interrupted by \(sig == SignalWatch.terminate ? "SIGTERM" : "SIGINT") during \(phase.word)"
             } else if re.code == .linkLost || re.code == .attError {
                 re.message += " (during \(phase.word))"
             }
@@ -169,7 +166,7 @@ final class Session {
             catch { throw RunError("cannot write capture \(path): \(error)", .failure) }
         }
         report.begin(.open)
-        let t = try spec.open()
+        let t = Self.warningOnConsole(try spec.open())
         transport = t
         // Through sudo: give up root now that the adapter socket is open.
         if let d = try Privileges.drop(transport: t, env: environment) {
@@ -205,7 +202,7 @@ final class Session {
     /// library's `BLEStack.close`, its warnings printed). Never throws; bounded in time.
     func cleanup() {
         guard let s = stack else { transport?.close(); snoop?.close(); return }
-        s.close(warning: { Console.err("attled: warning: " + $0) })
+        s.close(warning: { CLIConsole.err("warning: " + $0) })
         if opts.trace != .off { for l in tracedLinks { printTiming(l) } }
         snoop?.close()
         transport = nil
@@ -217,8 +214,14 @@ final class Session {
     /// - Throws: `TransportError`, `HCIError`.
     func reopenStack() throws -> BLEStack {
         closeStack()
-        let t = try (opts.transport ?? .userChannel(index: 0)).open()
+        let t = Self.warningOnConsole(try (opts.transport ?? .userChannel(index: 0)).open())
         do { return try makeStack(t) } catch { t.close(); throw error }
+    }
+
+    /// The transport, its warnings printed as the command line's ("attled: warning: ...").
+    static func warningOnConsole(_ t: any HCITransport) -> any HCITransport {
+        (t as? UserChannelTransport)?.onWarning = { CLIConsole.err("warning: " + $0) }
+        return t
     }
 
     /// The LED resolver over this run's GATT cache; a bonded device's entry

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
 import AttledJSON
@@ -23,7 +20,7 @@ final class TargetRunner {
         let targets = Target.from(opts)
         return targets.map { t in
             // A single target reports into the run's own report (one set of phases, as ever).
-            let r = targets.count == 1 ? s.report : Report(prefix: "\(t.label): ", quiet: opts.quiet)
+            let r = targets.count == 1 ? s.report : Report.console(prefix: "\(t.label): ", quiet: opts.quiet)
             return DeviceJob(target: t, opts: opts, report: r, resolver: resolver, securer: Securer(policy: opts.securityPolicy, store: s.bonds, report: r), runStart: s.start)
         }
     }
@@ -40,7 +37,7 @@ final class TargetRunner {
         let runDeadline = listenForever ? Instant.distantFuture : s.deadline
         do {
             if try !reacher.pump(until: runDeadline, { jobs.allSatisfy(\.isFinished) }) { deadlinePassed(jobs) }
-        } catch HCIError.interrupted(let sig) where sig == SIGINT && opts.command == .listen {
+        } catch HCIError.interrupted(let sig) where sig == SignalWatch.interrupt && opts.command == .listen {
             // Ctrl-C ends listening normally; a job not yet listening was interrupted.
             for j in jobs where !j.isFinished && j.report.phase == .listen { j.endListening() }
             if jobs.allSatisfy(\.isFinished) { s.sigintIsSuccess = true; try reacher.end(); return }

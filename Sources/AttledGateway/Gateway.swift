@@ -1,9 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Attled
 import AttledLED
-import BLEMQTT
+import MQTT
+import AttledHomeAssistant
 
 /// A gateway: keeps links to the LED lamps around it (a `DeviceKeeper`) and
 /// bridges them to an MQTT broker with Home Assistant's discovery convention.
@@ -22,8 +20,8 @@ public final class Gateway {
     public let owner: KeeperOwner
     /// A link quiet for this long moves to the `idle` parameters.
     static let idleAfterMs = 10_000
-    /// Where log lines go (default: stderr, "attled: gateway: ...").
-    public var log: (String) -> Void = { Console.err("attled: " + $0) }
+    /// Where log lines go (default: stderr, "gateway: ...").
+    public var log: (String) -> Void = { Console.err($0) }
     /// Set once `run` ended on a signal after the clean shutdown.
     public private(set) var stopped = false
     let bonds: BondStore?
@@ -111,15 +109,16 @@ public final class Gateway {
     func startMQTT() throws {
         var password = config.password
         if let f = config.passwordFile {
-            guard let raw = SystemIO.readFile(f, limit: 4096) else {
-                throw GatewayError.configuration("cannot read --mqtt-password-file \(f): \(String(cString: strerror(errno)))")
+            let raw: [UInt8]
+            do { raw = try SystemIO.contents(of: f, limit: 4096) } catch {
+                throw GatewayError.passwordFileUnreadable(path: f, errno: error.code)
             }
             var text = String(decoding: raw, as: UTF8.self)
             while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
             password = text
         }
         let will = MQTTWill(topic: topics.gatewayAvailability, payload: Array(HomeAssistant.offline.utf8), qos: .atLeastOnce, retain: true)
-        let o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-\(topics.gatewayID)-\(getpid())",
+        let o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-\(topics.gatewayID)-\(SystemIO.processID)",
                             username: config.username, password: password, tlsCAFile: config.tlsCAFile, keepalive: 30, will: will)
         let c: MQTTClient
         do { c = try MQTTClient(o) } catch { throw GatewayError.broker("\(error)") }
@@ -258,6 +257,6 @@ public final class Gateway {
         }
         mqtt?.detach()
         stopped = true
-        return HCIError.interrupted(signal: SIGINT)
+        return HCIError.interrupted(signal: SignalWatch.interrupt)
     }
 }

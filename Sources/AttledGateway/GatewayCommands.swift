@@ -1,6 +1,7 @@
 import Attled
 import AttledLED
-import BLEMQTT
+import MQTT
+import AttledHomeAssistant
 
 /// The gateway's commands: Home Assistant's light commands and button
 /// presses, coalesced writes (the keeper carries out the connection

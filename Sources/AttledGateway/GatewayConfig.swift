@@ -1,6 +1,7 @@
 import Attled
 import AttledLED
-import BLEMQTT
+import MQTT
+import AttledHomeAssistant
 
 /// What a gateway is: its broker, its topics, the lamps it keeps and how.
 /// A value: the command line parses options into one, a program builds one.
@@ -72,14 +73,17 @@ public struct GatewayConfig: Sendable {
 
 /// Why a gateway could not start.
 public enum GatewayError: Error, Sendable, CustomStringConvertible {
-    /// The configuration cannot work (a bad prefix, an unreadable password file).
+    /// The configuration cannot work (a bad prefix or id).
     case configuration(String)
+    /// `GatewayConfig.passwordFile` cannot be read: its path and errno.
+    case passwordFileUnreadable(path: String, errno: Int32)
     /// The MQTT client could not be made.
     case broker(String)
 
     public var description: String {
         switch self {
         case .configuration(let m): return m
+        case let .passwordFileUnreadable(path, e): return "cannot read the MQTT password file \(path): \(SystemIO.errorText(e))"
         case .broker(let m): return "MQTT: \(m)"
         }
     }

@@ -1,6 +1,7 @@
 import Attled
 import AttledLED
-import BLEMQTT
+import MQTT
+import AttledHomeAssistant
 
 /// One lamp the gateway bridges: the keeper's device (its link and where
 /// the keeper stands with it) and what the gateway adds on top: its LED

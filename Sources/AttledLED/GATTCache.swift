@@ -133,16 +133,11 @@ public struct GATTCache: Sendable {
         SystemIO.readFile(p).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Writes atomically (temporary file, then rename); failures are silent:
-    /// the cache only ever saves time.
+    /// Writes atomically (temporary file, then rename; not flushed to the
+    /// disk); failures are silent: the cache only ever saves time.
     func writeFile(_ p: String, _ text: String) {
         makeDirectories(directory)
-        let tmp = p + ".tmp.\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return }
-        let ok = SystemIO.writeAll(fd, Array(text.utf8))
-        close(fd)
-        if ok { rename(tmp, p) } else { unlink(tmp) }
+        try? SystemIO.writeFileAtomically(p, Array(text.utf8), mode: 0o644, durable: false)
     }
 
     func makeDirectories(_ d: String) {

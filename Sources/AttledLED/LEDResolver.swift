@@ -1,5 +1,4 @@
 import Attled
-import AttledLED
 
 /// Finds a device's LED characteristics: from the GATT cache when the entry
 /// is still valid (checked with the GATT Database Hash when the device has

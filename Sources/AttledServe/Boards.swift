@@ -41,7 +41,7 @@ public enum Boards {
     /// `secure` puts the LED characteristics (and so their CCCDs) behind encryption.
     /// - Throws: `GATTJSONError` (never for the built-in boards), `GATTDatabaseError`.
     public static func database(_ profile: LEDProfile, name: String, secure: Bool = false) throws -> GATTServerDatabase {
-        guard let text = ledService[profile.name] else { throw GATTJSONError("--profile", "\(profile.name) is not a built-in board") }
+        guard let text = ledService[profile.name] else { throw GATTJSONError("board \(profile.name)", "not a built-in board") }
         let doc: JSONValue
         do { doc = try JSONValue.parse(text) } catch { throw GATTJSONError("board \(profile.name)", "\(error)") }
         var led = try GATTJSON.services(doc)

@@ -83,7 +83,6 @@ public final class ServeRunner {
     private var subscribers = Subscribers<Event>()
     private var sessions: [UInt16: GATTServerSession] = [:]
     private var securities: [UInt16: PeripheralSecurity] = [:]
-    private var clients: ServedClientStore? { config.bonds.map(ServedClientStore.init) }
     private var advertiserSubscription: Advertiser.Subscription?
     private var centralSubscription: Central.Subscription?
 
@@ -92,6 +91,8 @@ public final class ServeRunner {
         self.stack = stack
         self.config = config
         server = try GATTServer(database: config.database)
+        // Bonded clients' subscriptions and last Database Hash, kept beside the bonds.
+        server.bondedClients = config.bonds.map(ServedClientStore.init)
         // Subscribed before the LED: a write is told before the change it makes.
         server.subscribe { [weak self] e in
             guard let self else { return }
@@ -99,7 +100,6 @@ public final class ServeRunner {
             case let .write(s, w): self.emit(.write(s.peer, w))
             case let .subscribed(s, c, n, i):
                 self.emit(.subscribed(s.peer, handle: c.valueHandle, notify: n, indicate: i))
-                if let h = self.handle(of: s) { self.keep(h) }
             case let .securityNeeded(s, _):
                 // Ask the client to secure the link (it was answered Insufficient Authentication/Encryption).
                 if let h = self.handle(of: s) { _ = self.securities[h]?.sendSecurityRequest() }
@@ -148,7 +148,7 @@ public final class ServeRunner {
                                            options: PeripheralSecurityOptions(secureConnectionsOnly: config.secureConnectionsOnly))
         securities[h] = ps
         let session = server.attach(link.bearer, peer: peer, isEncrypted: { [weak ps] in ps?.isEncrypted ?? false },
-                                    hasKeys: { [weak ps] in ps?.hasBond ?? false })
+                                    hasKeys: { [weak ps] in ps?.hasBond ?? false }, bondIdentity: { [weak ps] in ps?.bond?.identity })
         sessions[h] = session
         ps.onEvent = { [weak self] e in self?.security(e, h, peer) }
         emit(.connected(peer))
@@ -162,8 +162,7 @@ public final class ServeRunner {
         }
         link.onDisconnect = { [weak self] reason in
             guard let self else { return }
-            self.keep(h)
-            if let s = self.sessions.removeValue(forKey: h) { self.server.detach(s) }
+            if let s = self.sessions.removeValue(forKey: h) { self.server.detach(s) }  // keeps a bonded client's state
             self.securities[h] = nil
             self.emit(.disconnected(peer, reason: reason))
         }
@@ -173,35 +172,17 @@ public final class ServeRunner {
         switch e {
         case let .paired(r, bond, _):
             emit(.paired(peer, secureConnections: r.secureConnections, bonded: bond != nil))
-            keep(h)
+            sessions[h]?.keepBond()
         case let .encrypted(bond):
             sessions[h]?.encrypted()
             emit(.encrypted(peer, withBond: bond != nil))
-            if bond != nil { restore(h, peer) }
+            // A bonded client: the server gives it its subscriptions back (and Service Changed).
+            if bond != nil, let r = sessions[h]?.restoreBond() {
+                emit(.restored(peer, subscriptions: r.subscriptions, databaseChanged: r.databaseChanged, serviceChangedSent: r.serviceChangedSent))
+            }
         case let .failed(f): emit(.securityFailed(peer, f.description))
         case let .encryptionFailed(st): emit(.securityFailed(peer, "encryption failed: \(st)"))
         }
-    }
-
-    /// A bonded client encrypted with its bond: its subscriptions come back,
-    /// and Service Changed (the whole range) goes to it if the database
-    /// changed since it last saw it (Core Vol 3 Part G 7.1).
-    private func restore(_ h: UInt16, _ peer: DeviceAddress) {
-        guard let session = sessions[h], let id = securities[h]?.bond?.identity, let clients, let record = clients.load(id) else { return }
-        session.restore(record.subscriptions)
-        let changed = record.hash != (server.databaseHash ?? [])
-        var told = false
-        if changed, let sc = server.database.characteristics.first(where: { $0.uuid == GATTUUID.serviceChanged }) {
-            told = session.send(sc.valueHandle, [0x01, 0x00, 0xFF, 0xFF])
-        }
-        emit(.restored(peer, subscriptions: record.subscriptions.count, databaseChanged: changed, serviceChangedSent: told))
-        keep(h)
-    }
-
-    /// Saves what a bonded client's next connection needs (its subscriptions, this database's hash).
-    private func keep(_ h: UInt16) {
-        guard let session = sessions[h], let id = securities[h]?.bond?.identity, let clients else { return }
-        try? clients.save(id, ServedClientStore.Record(hash: server.databaseHash ?? [], subscriptions: session.subscriptions))
     }
 
     /// Runs the loop until SIGINT/SIGTERM (`HCIError.interrupted`) or a controller failure.

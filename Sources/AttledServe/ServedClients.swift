@@ -1,5 +1,6 @@
 import BLEWire
 import Attled
+import BLEGATTServer
 
 /// What `attled serve` keeps of a bonded client between connections (Core
 /// Vol 3 Part G 2.5.2, 7.1): its subscriptions (the CCCD bits per
@@ -7,14 +8,11 @@ import Attled
 /// last saw, so a changed database is indicated to it (Service Changed) and
 /// its subscriptions come back. One record per client identity beside the
 /// bonds (`served-ADDRESS-TYPE`, mode 0600).
-public struct ServedClientStore: Sendable {
+public struct ServedClientStore: BondedClientStore, Sendable {
     public let bonds: BondStore
 
-    public struct Record: Equatable, Sendable {
-        public var hash: [UInt8]
-        public var subscriptions: [UInt16: UInt16]
-        public init(hash: [UInt8], subscriptions: [UInt16: UInt16]) { self.hash = hash; self.subscriptions = subscriptions }
-    }
+    /// One client's record: what the GATT server keeps of it.
+    public typealias Record = BondedClientState
 
     public init(bonds: BondStore) { self.bonds = bonds }
 

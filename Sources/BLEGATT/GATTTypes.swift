@@ -154,11 +154,11 @@ public enum GATTError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .malformed(proc, reason): return "malformed response during \(proc): \(reason)"
         case let .ambiguous(u, cs):
             let list = cs.map { "0x\(Hex.int($0.handle, width: 4)) (service \($0.service))" }.joined(separator: ", ")
-            return "\(cs.count) characteristics have UUID \(u): value handles \(list); name one by handle (--char 0xHHHH) or narrow with --service UUID"
+            return "\(cs.count) characteristics have UUID \(u): value handles \(list)"
         case let .prepareWriteMismatch(h, o):
             return "the device echoed a different Prepare Write part for handle 0x\(Hex.int(h, width: 4)) at offset \(o): the prepared writes were cancelled (Execute Write, flags 0) and nothing was written"
         case let .valueTooLong(n, limit): return "a value of \(n) bytes is longer than an attribute may hold (\(limit) bytes)"
-        case .noSuchHandle(let h): return "no characteristic has value handle 0x\(Hex.int(h, width: 4)) (see 'attled gatt' for the handles)"
+        case .noSuchHandle(let h): return "no characteristic has value handle 0x\(Hex.int(h, width: 4))"
         }
     }
 }

@@ -19,6 +19,9 @@ public final class GATTServer {
     public let databaseHash: [UInt8]?
     /// The longest queue of prepared writes one client may hold (Prepare Queue Full beyond).
     public var prepareQueueLimit = 32
+    /// Where bonded clients' subscriptions and last Database Hash are kept
+    /// between connections (nil: nothing is kept).
+    public var bondedClients: (any BondedClientStore)?
 
     /// How a value was written.
     public enum WriteOp: String, Sendable { case request, command, prepared }
@@ -72,16 +75,21 @@ public final class GATTServer {
     ///   - isEncrypted: whether the link is encrypted now.
     ///   - hasKeys: whether there is a bond with the client (an unencrypted
     ///     client is told Insufficient Encryption then, else Insufficient Authentication).
+    ///   - bondIdentity: the identity address of the client's bond, nil while
+    ///     there is none: its state is kept in `bondedClients` under it.
     public func attach(_ bearer: ATTBearer, peer: DeviceAddress, isEncrypted: @escaping () -> Bool = { false },
-                       hasKeys: @escaping () -> Bool = { false }) -> GATTServerSession {
-        let s = GATTServerSession(server: self, bearer: bearer, peer: peer, isEncrypted: isEncrypted, hasKeys: hasKeys)
+                       hasKeys: @escaping () -> Bool = { false },
+                       bondIdentity: @escaping () -> DeviceAddress? = { nil }) -> GATTServerSession {
+        let s = GATTServerSession(server: self, bearer: bearer, peer: peer, isEncrypted: isEncrypted, hasKeys: hasKeys,
+                                  bondIdentity: bondIdentity)
         bearer.server = s
         sessions.append(s)
         return s
     }
 
-    /// Stops serving a client (its link went down).
+    /// Stops serving a client (its link went down); a bonded client's state is kept.
     public func detach(_ s: GATTServerSession) {
+        s.keepBond()
         sessions.removeAll { $0 === s }
         if s.bearer?.server === s { s.bearer?.server = nil }
     }

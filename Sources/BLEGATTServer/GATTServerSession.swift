@@ -13,14 +13,17 @@ public final class GATTServerSession: ATTServer {
     public let peer: DeviceAddress
     let isEncrypted: () -> Bool
     let hasKeys: () -> Bool
+    let bondIdentity: () -> DeviceAddress?
     /// This client's own values (CCCDs, Client Supported Features).
     var own: [UInt16: [UInt8]] = [:]
     var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
     var indicating: UInt16?
     var indications: [(UInt16, [UInt8])] = []
 
-    init(server: GATTServer, bearer: ATTBearer, peer: DeviceAddress, isEncrypted: @escaping () -> Bool, hasKeys: @escaping () -> Bool) {
+    init(server: GATTServer, bearer: ATTBearer, peer: DeviceAddress, isEncrypted: @escaping () -> Bool, hasKeys: @escaping () -> Bool,
+         bondIdentity: @escaping () -> DeviceAddress?) {
         self.server = server; self.bearer = bearer; self.peer = peer; self.isEncrypted = isEncrypted; self.hasKeys = hasKeys
+        self.bondIdentity = bondIdentity
     }
 
     var db: GATTServerDatabase { server.database }

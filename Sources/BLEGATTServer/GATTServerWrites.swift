@@ -30,6 +30,7 @@ extension GATTServerSession {
         if a.type == GATTUUID.clientCharacteristicConfiguration, let c = db.characteristic(cccd: a.handle) {
             let bits = UInt16(v[0]) | UInt16(v[1]) << 8
             server.emit(.subscribed(self, c, notify: bits & 1 != 0, indicate: bits & 2 != 0))
+            keepBond()
         } else {
             server.emit(.write(self, GATTServer.Write(handle: a.handle, uuid: a.type, value: v, op: op)))
         }

@@ -25,7 +25,8 @@ public enum StandardServices {
     /// (filled in once the database is laid out: `GATTServer`).
     public static func gatt() -> ServiceDefinition {
         ServiceDefinition(uuid: GATTUUID.gattService, characteristics: [
-            CharacteristicDefinition(uuid: GATTUUID.serviceChanged, properties: .indicate, value: [0x01, 0x00, 0xFF, 0xFF], permissions: [], maxLength: 4),
+            CharacteristicDefinition(uuid: GATTUUID.serviceChanged, properties: .indicate, value: ServiceChangedValue.wholeDatabase.bytes,
+                                     permissions: [], maxLength: 4),
             CharacteristicDefinition(uuid: GATTUUID.clientSupportedFeatures, properties: [.read, .write], value: [0x00], maxLength: 1, perClient: true),
             CharacteristicDefinition(uuid: GATTUUID.databaseHash, properties: .read, value: [UInt8](repeating: 0, count: 16),
                                      permissions: .read, maxLength: 16),

@@ -7,6 +7,11 @@ import Synchronization
 /// writes a byte to a pipe whose read end every wait polls, so a blocked
 /// `poll` wakes at once and the stack can unwind (disconnect, close) cleanly.
 public enum SignalWatch {
+    /// SIGINT (Ctrl-C), as `HCIError.interrupted` carries it.
+    public static let interrupt: Int32 = SIGINT
+    /// SIGTERM.
+    public static let terminate: Int32 = SIGTERM
+
     private static let pending = Atomic<Int32>(0)
     private static let pipeWrite = Atomic<Int32>(-1)
     private static let pipeRead = Atomic<Int32>(-1)

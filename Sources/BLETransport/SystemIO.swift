@@ -56,12 +56,9 @@ public enum SystemIO {
         return out
     }
 
-    /// The whole content of a file, nil if it cannot be opened.
+    /// The whole content of a file, nil if it cannot be opened (`contents(of:)` says why).
     public static func readFile(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return readAll(fd, limit: limit)
+        try? contents(of: path, limit: limit)
     }
 }
 
@@ -76,23 +73,25 @@ extension SystemIO {
     /// Opens (creating, mode 0600) and locks `path` exclusively without
     /// waiting (flock): the lock lasts as long as the returned descriptor is
     /// open (`unlock`), or the process lives.
-    /// - Returns: the descriptor; nil when another open file holds the lock
-    ///   (or the file cannot be opened).
-    public static func tryLock(_ path: String) -> Int32? {
+    /// - Returns: the descriptor.
+    /// - Throws: `FileError` with `EWOULDBLOCK` when another open file holds
+    ///   the lock, or the reason the file cannot be opened or locked.
+    public static func tryLock(_ path: String) throws(FileError) -> Int32 {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return nil }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { close(fd); return nil }
+        guard fd >= 0 else { throw FileError(path: path, code: errno) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { let e = errno; close(fd); throw FileError(path: path, code: e) }
         return fd
     }
 
     /// Opens and locks `path` exclusively, waiting for it (a short critical
     /// section of another process: an index file being rewritten).
-    /// - Returns: the descriptor, or nil when the file cannot be opened.
-    public static func lock(_ path: String) -> Int32? {
+    /// - Returns: the descriptor.
+    /// - Throws: `FileError` when the file cannot be opened or locked.
+    public static func lock(_ path: String) throws(FileError) -> Int32 {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { throw FileError(path: path, code: errno) }
         while flock(fd, LOCK_EX) != 0 {
-            guard errno == EINTR else { close(fd); return nil }
+            guard errno == EINTR else { let e = errno; close(fd); throw FileError(path: path, code: e) }
         }
         return fd
     }

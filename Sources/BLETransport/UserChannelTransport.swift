@@ -35,6 +35,8 @@ public final class UserChannelTransport: HCITransport {
     public var adapterIndex: UInt16 { index }
     /// The bound user-channel socket (-1 once closed).
     public var socketFD: Int32 { fd }
+    /// Where a problem `close` cannot throw goes (default: stderr, "warning: ...").
+    public var onWarning: (String) -> Void = { SystemIO.writeAll(2, Array("warning: \($0)\n".utf8)) }
     private var buffer = [UInt8](repeating: 0, count: 1100)
 
     init(fd: Int32, index: UInt16, restoreUp: Bool) {
@@ -225,6 +227,6 @@ public final class UserChannelTransport: HCITransport {
         fd = -1
         guard restoreUp, let e = Self.bringUp(index), e != ENODEV else { return }
         // Not silent: the adapter is left down, which other programs notice.
-        SystemIO.writeAll(2, Array("attled: warning: could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'\n".utf8))
+        onWarning("could not bring \(name) back up (HCIDEVUP: \(errnoName(e))); bring it up with 'hciconfig \(name) up' or 'bluetoothctl power on'")
     }
 }

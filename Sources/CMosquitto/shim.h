@@ -1,5 +1,5 @@
 // libmosquitto's declarations (Debian's libmosquitto-dev): the MQTT client
-// library BLEMQTT wraps. Nothing links it: CMosquittoLoader opens
+// library MQTT wraps. Nothing links it: CMosquittoLoader opens
 // libmosquitto.so.1 at run time, when the gateway first needs it, so a
 // one-shot run never maps it (nor libssl through it).
 #include <mosquitto.h>

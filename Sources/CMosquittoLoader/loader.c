@@ -1,4 +1,4 @@
-// See include/mosquitto_loader.h. Every function BLEMQTT uses is here; one it
+// See include/mosquitto_loader.h. Every function MQTT uses is here; one it
 // cannot find in the loaded library fails with MOSQ_ERR_NOT_SUPPORTED (or
 // NULL / false / nothing), never a crash.
 #include <dlfcn.h>

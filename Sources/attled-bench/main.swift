@@ -4,9 +4,6 @@ import BLEWire
 import BLEHCI
 import BLEGAP
 import BLEATT
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A real LE Extended Advertising Report (CassarTech, pycom) from a run.
 let extReport = Hex.parse("3e 38 0d 01 01 00 01 55 44 33 22 11 c0 01 01 00 00 ce 00 00 00 00 00 00 00 00 00 1e 0b 09 43 61 73 73 61 72 54 65 63 68 11 07 31 32 33 34 35 36 37 38 39 30 31 32 33 34 35 36")!

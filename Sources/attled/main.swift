@@ -1,6 +1,4 @@
 import AttledCLI
-#if canImport(Glibc)
-import Glibc
-#endif
+import BLETransport
 
-exit(runCLI(Array(CommandLine.arguments.dropFirst()), environment: processEnvironment()))
+SystemIO.exit(runCLI(Array(CommandLine.arguments.dropFirst()), environment: processEnvironment()))

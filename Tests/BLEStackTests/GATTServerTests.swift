@@ -416,3 +416,89 @@ struct GATTServerNotifyTests {
         #expect(try s.sent(since: mark) == ["1b 1b 00 08"])
     }
 }
+
+/// A bonded client's state kept in memory, as a server's owner keeps it on disk.
+final class MemoryBondedClients: BondedClientStore {
+    var states: [DeviceAddress: BondedClientState] = [:]
+    func load(_ identity: DeviceAddress) -> BondedClientState? { states[identity] }
+    func save(_ identity: DeviceAddress, _ state: BondedClientState) throws { states[identity] = state }
+}
+
+@Suite("GATT server: a bonded client's CCCDs persist across connections (Core Vol 3 Part G 3.3.3.3, 7.1)")
+struct GATTServerBondedClientTests {
+    let identity = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
+
+    /// A server with a store, and a fixture's bearer attached as a client whose bond is `bond`.
+    private func serve(_ store: MemoryBondedClients, bond: DeviceAddress?) throws -> (BearerFixture, GATTServer, GATTServerSession) {
+        let f = BearerFixture(aclLength: 251)
+        let server = try GATTServer(database: try testDatabase())
+        server.bondedClients = store
+        let session = server.attach(f.bearer, peer: identity, bondIdentity: { bond })
+        return (f, server, session)
+    }
+
+    private func sent(_ f: BearerFixture, since mark: Int) throws -> [String] {
+        _ = try f.host.pump(until: Instant.now().adding(ms: 50)) { f.sentATT.count > mark }
+        return Array(f.sentATT.dropFirst(mark))
+    }
+
+    @Test("a bonded client's CCCD write is kept with the Database Hash; on its next connection the server restores it and notifies again")
+    func keptAndRestored() throws {
+        let store = MemoryBondedClients()
+        let (f, server, session) = try serve(store, bond: identity)
+        f.bearer.receive(hex("12 1c 00 01 00"))
+        _ = try sent(f, since: 0)
+        let hash = try #require(server.databaseHash)
+        #expect(store.states[identity] == BondedClientState(hash: hash, subscriptions: [0x1B: 1]))
+        server.detach(session)
+
+        // The next connection (a new session on the bearer).
+        let again = server.attach(f.bearer, peer: identity, bondIdentity: { self.identity })
+        let mark = f.sentATT.count
+        server.update(0x1B, [7])
+        let early = try sent(f, since: mark)
+        #expect(early.isEmpty, "not restored before the link is encrypted with the bond")
+        let r = again.restoreBond()
+        #expect(r == GATTServerSession.Restored(subscriptions: 1, databaseChanged: false, serviceChangedSent: false))
+        server.update(0x1B, [8])
+        let notified = try sent(f, since: mark)
+        #expect(notified == ["1b 1b 00 08"])
+    }
+
+    @Test("a client that last saw another database, subscribed to Service Changed, is indicated the whole handle range")
+    func serviceChangedAfterAChange() throws {
+        let store = MemoryBondedClients()
+        store.states[identity] = BondedClientState(hash: [UInt8](repeating: 0xAA, count: 16), subscriptions: [0x08: 2, 0x1B: 1])
+        let (f, server, session) = try serve(store, bond: identity)
+        let mark = f.sentATT.count
+        let r = session.restoreBond()
+        #expect(r == GATTServerSession.Restored(subscriptions: 2, databaseChanged: true, serviceChangedSent: true))
+        let indicated = try sent(f, since: mark)
+        #expect(indicated == ["1d 08 00 01 00 ff ff"])
+        let hash = try #require(server.databaseHash)
+        #expect(store.states[identity]?.hash == hash, "the hash it has now seen is kept")
+    }
+
+    @Test("a changed database and no Service Changed subscription: nothing is sent, and it is said so")
+    func changedButNotSubscribed() throws {
+        let store = MemoryBondedClients()
+        store.states[identity] = BondedClientState(hash: [], subscriptions: [0x1B: 1])
+        let (f, server, session) = try serve(store, bond: identity)
+        let mark = f.sentATT.count
+        #expect(session.restoreBond() == GATTServerSession.Restored(subscriptions: 1, databaseChanged: true, serviceChangedSent: false))
+        let nothing = try sent(f, since: mark)
+        #expect(nothing.isEmpty)
+        withExtendedLifetime(server) {}  // sessions hold their server unowned
+    }
+
+    @Test("a client without a bond: nothing is kept, nothing restored")
+    func notBonded() throws {
+        let store = MemoryBondedClients()
+        let (f, server, session) = try serve(store, bond: nil)
+        f.bearer.receive(hex("12 1c 00 01 00"))
+        _ = try sent(f, since: 0)
+        server.detach(session)
+        #expect(store.states.isEmpty)
+        #expect(session.restoreBond() == nil)
+    }
+}

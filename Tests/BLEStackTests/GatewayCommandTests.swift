@@ -5,7 +5,8 @@ import Testing
 @testable import BLEATT
 @testable import BLEGATT
 @testable import LEDProfile
-@testable import BLEMQTT
+@testable import MQTT
+@testable import AttledHomeAssistant
 @testable import Attled
 @testable import AttledGateway
 

@@ -1,6 +1,6 @@
 import Testing
 import BLEWire
-@testable import BLEMQTT
+@testable import AttledHomeAssistant
 import LEDProfile
 import AttledJSON
 

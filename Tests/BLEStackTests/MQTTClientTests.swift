@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Testing
 @testable import BLEWire
-@testable import BLEMQTT
+@testable import MQTT
 import Attled
 import BLETransport
 

@@ -1,6 +1,6 @@
 // libmosquitto loaded at run time, by the gateway only.
 //
-// The MQTT client (BLEMQTT) calls libmosquitto's functions as declared in
+// The MQTT client (the MQTT target) calls libmosquitto's functions as declared in
 // <mosquitto.h>; this target defines each of them as a trampoline that opens
 // libmosquitto.so.1 with dlopen on first use and calls the real function. So
 // the attled binary does not link libmosquitto (nor, through it, libssl,

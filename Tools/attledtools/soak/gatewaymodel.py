@@ -1,5 +1,5 @@
 """The gateway soak's devices, topics and light model: what a command does to a
-lamp, as attled's gateway must (Sources/BLEMQTT/HomeAssistant.swift LightState)."""
+lamp, as attled's gateway must (Sources/AttledHomeAssistant/HALight.swift LightState)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def topic(name: str, leaf: str) -> str:
 
 
 # -----------------------------------------------------------------------------
-# The light model (Sources/BLEMQTT/HomeAssistant.swift LightState)
+# The light model (Sources/AttledHomeAssistant/HALight.swift LightState)
 # -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Light:

@@ -1,11 +1,10 @@
-import LEDProfile
 import BLEWire
 import AttledJSON
 
 // MARK: - Light commands
 
 /// A colour, 0...255 per channel, as Home Assistant sends it. (LEDProfile has its
-/// own `RGB`; this module does not depend on it, so the gateway converts.)
+/// own `RGB`, the device's; the gateway converts.)
 public struct LightColour: Sendable, Hashable, CustomStringConvertible {
     public var r: UInt8
     public var g: UInt8
