@@ -6,8 +6,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-# A module of the test tools' package (Tools/attledtools): $(TOOL) attledtools.bench.bench ...
-TOOL := PYTHONPATH=$(CURDIR)/Tools $(VPY) -m
+# A module of the test tools' package (Tools/attledtools, installed in the venv): $(TOOL) attledtools.bench.bench ...
+TOOL := $(VPY) -m
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
@@ -29,11 +29,14 @@ $(STAMP)/apt: | $(STAMP)
 	fi
 	@touch $@
 
-# The Python venv with the pinned Bumble (the test peer and demo device).
-$(STAMP)/venv: Tools/requirements.txt | $(STAMP)
+# The Python venv with the pinned Bumble (the test peer and demo device) and the
+# test tools' package, Tools/attledtools, installed editable (Tools/pyproject.toml):
+# the scripts, the tests and the processes they start import it with no PYTHONPATH.
+$(STAMP)/venv: Tools/requirements.txt Tools/pyproject.toml | $(STAMP)
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV) || { \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
 	@$(VPY) -m pip install -q --disable-pip-version-check -r Tools/requirements.txt
+	@$(VPY) -m pip install -q --disable-pip-version-check -e Tools
 	@touch $@
 
 # Test-only Debian packages: tshark is the outside judge of attled's captures,

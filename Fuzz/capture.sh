@@ -18,7 +18,7 @@ mkdir -p "$dest"
 # capture NAME "VWORLD OPTIONS" ATTLED ARGS...
 capture() {
   local name=$1 world=$2; shift 2
-  PYTHONPATH="$root/Tools" "$py" -m attledtools.drivers.vworld --host tcp-server:127.0.0.1:0 $world \
+  "$py" -m attledtools.drivers.vworld --host tcp-server:127.0.0.1:0 $world \
       --device-snoop "$tmp/$name-peer.btsnoop" > "$tmp/$name.world" 2>&1 &
   local vw=$! port=""
   for _ in $(seq 100); do

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from attledtools import module_command, module_env
+from attledtools import module_command
 from conftest import REPO_ROOT, World
 
 CENTRAL = "attledtools.drivers.bumble_gatt_central"
@@ -28,7 +28,7 @@ def run_tool(module: str, *args: str, stdin: str | None = None, timeout: float =
     """Run a tool module; return (exit code, its last JSON line)."""
     try:
         r = subprocess.run(module_command(module, *args), input=stdin, capture_output=True, text=True,
-                           timeout=timeout, env=module_env(), cwd=str(REPO_ROOT))
+                           timeout=timeout, cwd=str(REPO_ROOT))
     except subprocess.TimeoutExpired as error:
         pytest.fail(f"{module} timed out after {timeout} s: {error.stdout!r} {error.stderr!r}")
     lines = [line for line in r.stdout.splitlines() if line.startswith("{")]

@@ -477,18 +477,17 @@ def test_sigterm_while_connecting(world):
 # The fault tooling itself
 # =============================================================================
 def test_vworld_documents_and_validates_fault_options():
-    from attledtools import module_command, module_env
+    from attledtools import module_command
     from conftest import VWORLD
 
-    help_text = subprocess.run(module_command(VWORLD, "--help"), capture_output=True, text=True, timeout=30,
-                               env=module_env()).stdout
+    help_text = subprocess.run(module_command(VWORLD, "--help"), capture_output=True, text=True, timeout=30).stdout
     for word in ("fault_disconnect_on", "fault_no_answer", "fault_wrong_opcode", "fault_truncate", "fault_oversize",
                  "fault_spurious_error", "fault_stray_notify", "fault_flood", "fault_indicate", "mtu=23",
                  "conn_update_params", "--host-fault", "reject=OPCODE", "swallow=OPCODE", "hw_error", "--stdin-commands"):
         assert word in help_text, word
     for bad in (["--device", "X:pycom:fault_no_answer=nonsense"], ["--device", "X:pycom:fault_bogus=read"],
                 ["--device", "X:pycom:mtu=22"], ["--host", "tcp-server:127.0.0.1:0", "--host-fault", "reject=zz"]):
-        r = subprocess.run(module_command(VWORLD, *bad), capture_output=True, text=True, timeout=30, env=module_env())
+        r = subprocess.run(module_command(VWORLD, *bad), capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and "error" in r.stderr, (bad, r.stderr)
 
 

@@ -39,7 +39,7 @@ from bumble.gatt import GATT_INCLUDE_ATTRIBUTE_TYPE, GATT_PRIMARY_SERVICE_ATTRIB
 from bumble.gatt_client import ServiceProxy
 from bumble.transport import open_transport
 
-from attledtools import module_command, module_env
+from attledtools import module_command
 from attledtools.peers import gattdb
 
 NAME = "Gdb"
@@ -202,7 +202,7 @@ def run(coro):
 
 def dump(seed: int, *extra: str) -> dict:
     r = subprocess.run(module_command("attledtools.peers.gattdb", "--seed", str(seed), "--dump", "--name", NAME, *extra),
-                       capture_output=True, text=True, timeout=20, env=module_env())
+                       capture_output=True, text=True, timeout=20)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

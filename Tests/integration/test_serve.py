@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from attledtools import module_command, module_env
+from attledtools import module_command
 from conftest import ATTLED, REPO_ROOT, Running, World, own_address, run_attled
 
 CENTRAL = "attledtools.drivers.bumble_gatt_central"
@@ -24,7 +24,7 @@ DBHASH = "attledtools.maint.dbhash"
 def tool(module: str, *args: str, timeout: float = 40) -> tuple[int, dict]:
     """Run a tool module; (exit code, its last JSON line)."""
     r = subprocess.run(module_command(module, *args), capture_output=True, text=True, timeout=timeout,
-                       env=module_env(), cwd=str(REPO_ROOT))
+                       cwd=str(REPO_ROOT))
     lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no JSON from {module} (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
     return r.returncode, json.loads(lines[-1])

@@ -1,6 +1,6 @@
 """Reference MQTT-to-LED gateway done the ordinary way: Bumble's and paho's own APIs.
 
-    PYTHONPATH=Tools python -m attledtools.bench.gateway_reference --transport tcp-client:127.0.0.1:PORT --name Lamp1 --mqtt 127.0.0.1:1883
+    .venv/bin/python -m attledtools.bench.gateway_reference --transport tcp-client:127.0.0.1:PORT --name Lamp1 --mqtt 127.0.0.1:1883
 
 The baseline `make bench` (gatewaybench.py) measures `attled gateway`
 against. It does the same job for one pycom LED and nothing more:

@@ -43,7 +43,7 @@ reports are the LE Advertising Report (0x02), LE Directed Advertising Report
 controller is reassembled (start and continuation fragments) before its ATT
 opcode is read, and host ACL data is read from its start fragment.
 
-    PYTHONPATH=Tools .venv/bin/python -m attledtools.bench.hcipath FILE.btsnoop...
+    .venv/bin/python -m attledtools.bench.hcipath FILE.btsnoop...
 
 prints each capture's commands, their round trips and what hid each one that
 is off the critical path.

@@ -1,6 +1,6 @@
 """Reference LED central done the ordinary way, with Bumble's own host stack.
 
-    PYTHONPATH=Tools python -m attledtools.drivers.bumble_central --transport tcp-client:127.0.0.1:PORT --name CassarTech --rgb 255,0,0
+    .venv/bin/python -m attledtools.drivers.bumble_central --transport tcp-client:127.0.0.1:PORT --name CassarTech --rgb 255,0,0
 
 Scans for the name (or --uuid / --address), connects, discovers the LED
 service (pycom, particle or harness) and its characteristics, writes the

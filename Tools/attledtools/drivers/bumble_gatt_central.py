@@ -1,7 +1,7 @@
 """A GATT central on Bumble's own host stack (its GATT client and its SMP): the
 independent judge of a peripheral (attled serve, the vworld peers).
 
-    PYTHONPATH=Tools python -m attledtools.drivers.bumble_gatt_central \\
+    .venv/bin/python -m attledtools.drivers.bumble_gatt_central \\
         --transport tcp-client:127.0.0.1:PORT (--name N | --uuid U | --address A) \\
         [--mtu 517|23] [--pair [--legacy] [--keystore PATH]] [--rgb R,G,B] [--read-back] \\
         [--command 1,0 [--subscribe] [--expect-notifications N] [--notify-wait S]] \\
