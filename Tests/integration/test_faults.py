@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import Running, run_attled
+from helpers import inject
 
 ATT_MS = 500  # --att-timeout for the tests: a silent peer is cut off quickly
 HCI_COMMAND_MS = 2000  # attled's fixed deadline for a Command Complete / Status
@@ -365,12 +366,6 @@ def start_blocked_in_discovery(world, host="tcp", att_ms=10_000, extra_args=()):
     a = Running(["-i", w.transport(), "--name", "CassarTech", "--rgb", "red", "--att-timeout", str(att_ms)])
     w.wait_event({"event": "fault", "kind": "no_answer", "request": "read_by_type"})
     return w, a
-
-
-def inject(w, line: str) -> None:
-    assert w.proc.stdin is not None
-    w.proc.stdin.write(line + "\n")
-    w.proc.stdin.flush()
 
 
 def test_hardware_error_mid_run(world):

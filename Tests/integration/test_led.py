@@ -8,13 +8,7 @@ import time
 import pytest
 
 from conftest import run_attled
-
-
-def att_count(stderr: str) -> int:
-    for line in stderr.splitlines():
-        if line.startswith("ATT transactions:"):
-            return int(line.split()[2])
-    raise AssertionError("no ATT summary in:\n" + stderr)
+from helpers import att_count
 
 
 @pytest.mark.parametrize("host", ["tcp", "unix", "pty"])
