@@ -11,6 +11,8 @@
     bench/    make bench: bench, gatewaybench, gatewayair, gateway_reference
     soak/     make soak: soak, gatewaysoak (and its gatewaymodel,
               gatewayprocs, gatewayfigures)
+    halight   the Home Assistant light as attled's gateway keeps it (the
+              soak's expectations, the reference gateway's state)
     maint/    repository upkeep: doccoverage, make_golden; dbhash (Bumble's
               GATT Database Hash of a board profile or a database JSON)
     demo      make demo
