@@ -7,7 +7,8 @@
               bumble_central (the reference central), bumble_gatt_central
               (a central on Bumble's GATT client and SMP: pairing and bonds,
               read-back, notifications, database dump, long-read throughput,
-              ATT round trips; its dump in bumble_gatt_dump)
+              ATT round trips; its dump in bumble_gatt_dump), the run both
+              centrals share in bumble_job
     bench/    make bench: bench, gatewaybench, gatewayair, gateway_reference
     soak/     make soak: soak, gatewaysoak (and its gatewaymodel,
               gatewayprocs, gatewayfigures)
