@@ -32,9 +32,13 @@ $(STAMP)/apt: | $(STAMP)
 # The Python venv with the pinned Bumble (the test peer and demo device) and the
 # test tools' package, Tools/attledtools, installed editable (Tools/pyproject.toml):
 # the scripts, the tests and the processes they start import it with no PYTHONPATH.
-$(STAMP)/venv: Tools/requirements.txt Tools/pyproject.toml | $(STAMP)
-	@test -x $(VPY) || $(PYTHON) -m venv $(VENV) || { \
+# The stamp is remade when the requirements or the package's pyproject change,
+# and when the venv itself was made anew (a removed .venv is made again).
+$(VENV)/pyvenv.cfg:
+	@$(PYTHON) -m venv $(VENV) || { \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
+
+$(STAMP)/venv: Tools/requirements.txt Tools/pyproject.toml $(VENV)/pyvenv.cfg | $(STAMP)
 	@$(VPY) -m pip install -q --disable-pip-version-check -r Tools/requirements.txt
 	@$(VPY) -m pip install -q --disable-pip-version-check -e Tools
 	@touch $@
