@@ -6,8 +6,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-# A module of the test tools' package (Tools/attledtools): $(TOOL) attledtools.bench.bench ...
-TOOL := PYTHONPATH=$(CURDIR)/Tools $(VPY) -m
+# A module of the test tools' package (Tools/attledtools, installed in the venv): $(TOOL) attledtools.bench.bench ...
+TOOL := $(VPY) -m
 APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
@@ -29,11 +29,18 @@ $(STAMP)/apt: | $(STAMP)
 	fi
 	@touch $@
 
-# The Python venv with the pinned Bumble (the test peer and demo device).
-$(STAMP)/venv: Tools/requirements.txt | $(STAMP)
-	@test -x $(VPY) || $(PYTHON) -m venv $(VENV) || { \
+# The Python venv with the pinned Bumble (the test peer and demo device) and the
+# test tools' package, Tools/attledtools, installed editable (Tools/pyproject.toml):
+# the scripts, the tests and the processes they start import it with no PYTHONPATH.
+# The stamp is remade when the requirements or the package's pyproject change,
+# and when the venv itself was made anew (a removed .venv is made again).
+$(VENV)/pyvenv.cfg:
+	@$(PYTHON) -m venv $(VENV) || { \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
+
+$(STAMP)/venv: Tools/requirements.txt Tools/pyproject.toml $(VENV)/pyvenv.cfg | $(STAMP)
 	@$(VPY) -m pip install -q --disable-pip-version-check -r Tools/requirements.txt
+	@$(VPY) -m pip install -q --disable-pip-version-check -e Tools
 	@touch $@
 
 # Test-only Debian packages: tshark is the outside judge of attled's captures,

@@ -18,7 +18,7 @@ mkdir -p "$dest"
 # capture NAME "VWORLD OPTIONS" ATTLED ARGS...
 capture() {
   local name=$1 world=$2; shift 2
-  PYTHONPATH="$root/Tools" "$py" -m attledtools.drivers.vworld --host tcp-server:127.0.0.1:0 $world \
+  "$py" -m attledtools.drivers.vworld --host tcp-server:127.0.0.1:0 $world \
       --device-snoop "$tmp/$name-peer.btsnoop" > "$tmp/$name.world" 2>&1 &
   local vw=$! port=""
   for _ in $(seq 100); do
@@ -26,8 +26,9 @@ capture() {
     [ -n "$port" ] && break; sleep 0.1
   done
   [ -n "$port" ] || { kill $vw; echo "capture: vworld did not start for $name" >&2; return 1; }
-  local rc=0
-  timeout 30 "$attled" -i "tcp:127.0.0.1:$port" --no-cache --btsnoop "$tmp/$name.btsnoop" "$@" > "$tmp/$name.out" 2>&1 || rc=$?
+  local rc=0 cache=(--no-cache)
+  [ "$1" = scan ] && cache=()  # scan keeps no cache (and refuses --no-cache)
+  timeout 30 "$attled" -i "tcp:127.0.0.1:$port" "${cache[@]}" --btsnoop "$tmp/$name.btsnoop" "$@" > "$tmp/$name.out" 2>&1 || rc=$?
   kill $vw 2>/dev/null; wait $vw 2>/dev/null || true
   cp "$tmp/$name.btsnoop" "$dest/$name.btsnoop"
   [ -s "$tmp/$name-peer.btsnoop" ] && cp "$tmp/$name-peer.btsnoop" "$dest/$name-peer.btsnoop"

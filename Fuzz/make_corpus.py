@@ -12,6 +12,10 @@ import hashlib
 import struct
 from pathlib import Path
 
+# Beside this file: found as sys.path[0], the script's own directory.
+from gatt_server_seeds import gatt_server_seeds
+from smp_seeds import smp_responder_seeds, smp_seeds
+
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 CAPTURES = sorted((HERE / "captures").glob("*.btsnoop"))
@@ -196,15 +200,11 @@ for t in COMMANDS + [
 for cap in CAPTURES:
     seed("btsnoop", cap.read_bytes(), limit=1 << 20)
 # SMP: no capture pairs, so the seeds are written by hand (smp_seeds.py).
-import sys  # noqa: E402
-sys.path.insert(0, str(HERE))
-from smp_seeds import smp_responder_seeds, smp_seeds  # noqa: E402
 for s in smp_seeds():
     seed("smp", s)
 for s in smp_responder_seeds():
     seed("smp-responder", s)
 # gatt-server: a client's requests written by hand as well (gatt_server_seeds.py).
-from gatt_server_seeds import gatt_server_seeds  # noqa: E402
 for s in gatt_server_seeds():
     seed("gatt-server", s)
 

@@ -71,7 +71,7 @@ from pathlib import Path
 
 import pytest
 
-from attledtools import module_command, module_env  # Tools/ is on the path: pytest.ini's pythonpath
+from attledtools import module_command  # installed in the venv (Tools/pyproject.toml)
 from attledtools.drivers.attledproc import AttledProcess
 from attledtools.drivers.worldproc import VWORLD, WorldProcess  # noqa: F401  (VWORLD for the tests)
 
@@ -366,7 +366,7 @@ def own_address(stderr: str) -> str:
 
 def run_bumble_central(args: list[str], timeout: float = 20, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the reference central (attledtools.drivers.bumble_central) like run_attled."""
-    return _run(module_command(BUMBLE_CENTRAL, *map(str, args)), timeout, {**module_env(), **(env or {})})
+    return _run(module_command(BUMBLE_CENTRAL, *map(str, args)), timeout, env)
 
 
 @pytest.fixture(name="run_attled")

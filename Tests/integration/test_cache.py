@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import pytest
 
 from conftest import run_attled
-
-
-def att_count(stderr: str) -> int:
-    m = re.search(r"ATT transactions: (\d+)", stderr)
-    assert m, stderr
-    return int(m.group(1))
+from helpers import att_count
 
 
 @pytest.mark.controllers

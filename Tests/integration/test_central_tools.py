@@ -12,32 +12,12 @@ from __future__ import annotations
 import json
 import math
 import struct
-import subprocess
 
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from attledtools import module_command, module_env
-from conftest import REPO_ROOT, World
-
-CENTRAL = "attledtools.drivers.bumble_gatt_central"
-DBHASH = "attledtools.maint.dbhash"
-
-
-def run_tool(module: str, *args: str, stdin: str | None = None, timeout: float = 30) -> tuple[int, dict]:
-    """Run a tool module; return (exit code, its last JSON line)."""
-    try:
-        r = subprocess.run(module_command(module, *args), input=stdin, capture_output=True, text=True,
-                           timeout=timeout, env=module_env(), cwd=str(REPO_ROOT))
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"{module} timed out after {timeout} s: {error.stdout!r} {error.stderr!r}")
-    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no JSON from {module} (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
-    return r.returncode, json.loads(lines[-1])
-
-
-def central(w: World, *args: str, host: int = 0) -> tuple[int, dict]:
-    return run_tool(CENTRAL, "--transport", w.bumble_transport(host), "--timeout", "15", *args)
+from helpers import CENTRAL, DBHASH, run_tool
+from helpers import gatt_central as central
 
 
 # -----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import Running, run_attled
+from helpers import inject
 
 ATT_MS = 500  # --att-timeout for the tests: a silent peer is cut off quickly
 HCI_COMMAND_MS = 2000  # attled's fixed deadline for a Command Complete / Status
@@ -367,12 +368,6 @@ def start_blocked_in_discovery(world, host="tcp", att_ms=10_000, extra_args=()):
     return w, a
 
 
-def inject(w, line: str) -> None:
-    assert w.proc.stdin is not None
-    w.proc.stdin.write(line + "\n")
-    w.proc.stdin.flush()
-
-
 def test_hardware_error_mid_run(world):
     w, a = start_blocked_in_discovery(world)
     t0 = time.monotonic()
@@ -477,18 +472,17 @@ def test_sigterm_while_connecting(world):
 # The fault tooling itself
 # =============================================================================
 def test_vworld_documents_and_validates_fault_options():
-    from attledtools import module_command, module_env
+    from attledtools import module_command
     from conftest import VWORLD
 
-    help_text = subprocess.run(module_command(VWORLD, "--help"), capture_output=True, text=True, timeout=30,
-                               env=module_env()).stdout
+    help_text = subprocess.run(module_command(VWORLD, "--help"), capture_output=True, text=True, timeout=30).stdout
     for word in ("fault_disconnect_on", "fault_no_answer", "fault_wrong_opcode", "fault_truncate", "fault_oversize",
                  "fault_spurious_error", "fault_stray_notify", "fault_flood", "fault_indicate", "mtu=23",
                  "conn_update_params", "--host-fault", "reject=OPCODE", "swallow=OPCODE", "hw_error", "--stdin-commands"):
         assert word in help_text, word
     for bad in (["--device", "X:pycom:fault_no_answer=nonsense"], ["--device", "X:pycom:fault_bogus=read"],
                 ["--device", "X:pycom:mtu=22"], ["--host", "tcp-server:127.0.0.1:0", "--host-fault", "reject=zz"]):
-        r = subprocess.run(module_command(VWORLD, *bad), capture_output=True, text=True, timeout=30, env=module_env())
+        r = subprocess.run(module_command(VWORLD, *bad), capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and "error" in r.stderr, (bad, r.stderr)
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Running
-
 from attledtools.drivers.mqttbroker import Broker, Msg, Watcher
+from conftest import Running
+from helpers import inject
+
 PREFIX = "attled"
 DISCOVERY = "homeassistant"
 GATEWAY_AVAILABILITY = f"{PREFIX}/gateway/availability"
@@ -458,13 +459,6 @@ def test_name_restricts_adoption(gateway):
 # -----------------------------------------------------------------------------
 # The controller misbehaves: the gateway resets it (or reopens its transport)
 # and restores the links, while the broker side stays up.
-
-def inject(w, line: str) -> None:
-    """One vworld --stdin-commands line (hw_error, close, fault ...)."""
-    assert w.proc.stdin is not None
-    w.proc.stdin.write(line + "\n")
-    w.proc.stdin.flush()
-
 
 def heals(s, name: str, since_mq: int, since_ev: int, colour: tuple[int, int, int]) -> None:
     """The device went offline, came back online, and a command works again."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections import Counter
 
@@ -38,9 +37,8 @@ import pytest
 from bumble import att
 
 from conftest import run_attled
-
-NAME = "Gdb"
-TSHARK = shutil.which("tshark") or "tshark"  # installed by `make test`; missing means failing
+from helpers import GATTDB_NAME as NAME
+from helpers import TSHARK, chars_of, start_peer, tshark_malformed, tshark_malformed_rows
 # ATT opcodes: Bumble's own.
 OP_READ_BY_TYPE = att.Opcode.ATT_READ_BY_TYPE_REQUEST
 OP_READ = att.Opcode.ATT_READ_REQUEST
@@ -56,14 +54,6 @@ EXIT_ATT_ERROR = 6
 # -----------------------------------------------------------------------------
 # Helpers
 # -----------------------------------------------------------------------------
-def start_peer(world, seed: int, mtu: int = 517, extra: str = ""):
-    """A world with the gattdb peer; returns (world, database event without ``t``)."""
-    opts = f"seed={seed},interval=20" + (f",mtu={mtu}" if mtu != 517 else "") + extra
-    w = world(devices=[f"{NAME}:gattdb:{opts}"], hosts=["tcp"])
-    db = w.wait_event({"event": "gatt_database", "device": NAME}, timeout=5)
-    return w, {k: v for k, v in db.items() if k != "t"}
-
-
 def attled(w, *args, cache=None, timeout: float = 20):
     env = {"XDG_CACHE_HOME": str(cache)} if cache is not None else None
     return run_attled([*args, "-i", w.transport(), "--name", NAME], timeout=timeout, env=env)
@@ -101,12 +91,6 @@ def first_difference(want: list[dict], got: list[dict]) -> str:
         if a != b:
             return f"service #{i}:\n  peer:   {json.dumps(a)}\n  attled: {json.dumps(b)}"
     return f"{len(want)} services at the peer, {len(got)} from attled"
-
-
-def chars_of(db: dict):
-    for s in db["services"]:
-        for c in s["characteristics"]:
-            yield s, c
 
 
 def readable(db: dict) -> list[dict]:
@@ -492,29 +476,6 @@ def tshark_fields(cap, *fields: str) -> list[list[str]]:
     r = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return [line.split("\t") for line in r.stdout.splitlines()]
-
-
-# tshark's verdict of a malformed or erroneous packet, except a controller's
-# Command Complete with status 0x01 Unknown HCI Command: it rightly carries the
-# status alone (Vol 4 Part E 7.7.14), which tshark's dissector calls malformed
-# (Bumble's controller answers LE Set Data Length so, having listed it).
-MALFORMED = "(_ws.malformed || _ws.expert.severity == error) && !(bthci_evt.code == 0x0e && bthci_evt.status == 0x01)"
-
-
-def tshark_malformed(cap) -> list[str]:
-    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", MALFORMED],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return [line for line in r.stdout.splitlines() if line.strip()]
-
-
-def tshark_malformed_rows(cap) -> list[list[str]]:
-    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", MALFORMED,
-                        "-T", "fields", "-e", "frame.number", "-e", "btatt.opcode", "-e", "btatt.length",
-                        "-e", "btl2cap.length", "-e", "btatt.handle"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return [line.split("\t") for line in r.stdout.splitlines() if line.strip()]
 
 
 def test_trace_and_btsnoop_show_long_procedures(world, tmp_path):

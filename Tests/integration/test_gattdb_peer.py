@@ -39,10 +39,11 @@ from bumble.gatt import GATT_INCLUDE_ATTRIBUTE_TYPE, GATT_PRIMARY_SERVICE_ATTRIB
 from bumble.gatt_client import ServiceProxy
 from bumble.transport import open_transport
 
-from attledtools import module_command, module_env
+from attledtools import module_command
 from attledtools.peers import gattdb
+from helpers import GATTDB_NAME as NAME
+from helpers import chars_of, start_peer
 
-NAME = "Gdb"
 PEER = "C0:11:22:33:44:55"  # attledtools.peers.options.default_address(0)
 DEADLINE_S = 20.0
 ATT_READ_NOT_PERMITTED = att.ATT_READ_NOT_PERMITTED_ERROR
@@ -52,13 +53,6 @@ ATT_WRITE_NOT_PERMITTED = att.ATT_WRITE_NOT_PERMITTED_ERROR
 # -----------------------------------------------------------------------------
 # Helpers
 # -----------------------------------------------------------------------------
-def start_peer(world, seed: int, mtu: int, extra: str = ""):
-    opts = f"seed={seed},interval=20" + (f",mtu={mtu}" if mtu != 517 else "") + extra
-    w = world(devices=[f"{NAME}:gattdb:{opts}"], hosts=["tcp"])
-    db = w.wait_event({"event": "gatt_database", "device": NAME}, timeout=5)
-    return w, {k: v for k, v in db.items() if k != "t"}
-
-
 def uuid_text(uuid: UUID) -> str:
     return gattdb.uuid_text(uuid)
 
@@ -77,12 +71,6 @@ def strip_values(db: dict) -> list[dict]:
                 for c in s["characteristics"]],
         })
     return out
-
-
-def chars_of(db: dict):
-    for s in db["services"]:
-        for c in s["characteristics"]:
-            yield s, c
 
 
 def ours(db: dict):
@@ -202,7 +190,7 @@ def run(coro):
 
 def dump(seed: int, *extra: str) -> dict:
     r = subprocess.run(module_command("attledtools.peers.gattdb", "--seed", str(seed), "--dump", "--name", NAME, *extra),
-                       capture_output=True, text=True, timeout=20, env=module_env())
+                       capture_output=True, text=True, timeout=20)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

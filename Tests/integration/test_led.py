@@ -7,14 +7,9 @@ import time
 
 import pytest
 
+from attledtools.peers.profiles import PROFILES
 from conftest import run_attled
-
-
-def att_count(stderr: str) -> int:
-    for line in stderr.splitlines():
-        if line.startswith("ATT transactions:"):
-            return int(line.split()[2])
-    raise AssertionError("no ATT summary in:\n" + stderr)
+from helpers import att_count
 
 
 @pytest.mark.parametrize("host", ["tcp", "unix", "pty"])
@@ -70,7 +65,8 @@ def test_harness_listen_prints_notifications(world):
     assert r.returncode == 0, r.stderr
     notes = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
     assert len(notes) == 3
-    assert all(n["event"] == "notification" and n["uuid"] == "19b10012-e8f2-537e-4f6c-d104768a1214" for n in notes)
+    button = PROFILES["harness"].char("button").uuid.lower()  # as attled prints it
+    assert all(n["event"] == "notification" and n["uuid"] == button for n in notes)
     w.wait_event({"event": "subscribed", "device": "Harness"})
 
 
@@ -85,13 +81,14 @@ def test_gatt_dump_lists_led_service_with_properties(world):
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "gatt"])
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "service b4250400-fb4b-4746-b2b0-93f0e61122c6 LED service (particle)" in out
-    for c in ("b4250401", "b4250402", "b4250403"):
-        line = [l for l in out.splitlines() if f"characteristic {c}-" in l]
+    particle = PROFILES["particle"]
+    assert f"service {particle.service_uuid} LED service (particle)" in out
+    for c in particle.chars:  # red, green, blue
+        line = [l for l in out.splitlines() if f"characteristic {c.uuid}" in l]
         assert line and line[0].endswith("[read,write-without-response]"), out
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", "gatt", "--json", "-q"])
     doc = json.loads(r.stdout)
-    svc = [s for s in doc["services"] if s["uuid"] == "b4250400-fb4b-4746-b2b0-93f0e61122c6"][0]
+    svc = [s for s in doc["services"] if s["uuid"] == particle.service_uuid][0]
     assert [c["value_handle"] for c in svc["characteristics"]] == [
         w.device("CassarTech")["handles"][k] for k in ("red", "green", "blue")]
 
@@ -109,7 +106,7 @@ def test_right_device_changes_other_does_not(world):
 @pytest.mark.controllers
 def test_find_by_service_uuid_and_default_target(world):
     w = world(devices=["Plain:particle", "CassarTech:pycom"])
-    r = run_attled(["-i", w.transport(), "--service", "36353433-3231-3039-3837-363534333231", "--rgb", "green"])
+    r = run_attled(["-i", w.transport(), "--service", PROFILES["pycom"].service_uuid, "--rgb", "green"])
     assert r.returncode == 0, r.stderr
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [0, 255, 0]})
     assert not w.find({"event": "write", "device": "Plain"})
@@ -142,9 +139,10 @@ def test_profile_detected_by_discovery_without_advertised_uuid(world):
 
 def test_custom_rgb_description(world):
     w = world(devices=["CassarTech:particle"])
-    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--service", "b4250400-fb4b-4746-b2b0-93f0e61122c6",
-                    "--red", "b4250403-fb4b-4746-b2b0-93f0e61122c6", "--green", "b4250402-fb4b-4746-b2b0-93f0e61122c6",
-                    "--blue", "b4250401-fb4b-4746-b2b0-93f0e61122c6", "--rgb", "10,20,30"])
+    p = PROFILES["particle"]
+    r = run_attled(["-i", w.transport(), "--name", "CassarTech", "--service", p.service_uuid,
+                    "--red", p.char("blue").uuid, "--green", p.char("green").uuid, "--blue", p.char("red").uuid,
+                    "--rgb", "10,20,30"])
     assert r.returncode == 0, r.stderr
     # red and blue swapped by the description
     w.wait_event({"event": "state", "device": "CassarTech", "rgb": [30, 20, 10]})

@@ -13,11 +13,12 @@ import json
 
 import pytest
 
+from attledtools.peers.profiles import PROFILES
 from conftest import run_attled
 
 LAMPS = ["Lamp1:pycom", "Lamp2:particle", "Lamp3:pycom"]
 PROFILE = {"Lamp1": "pycom", "Lamp2": "particle", "Lamp3": "pycom"}
-BUTTON_UUID = "19b10012-e8f2-537e-4f6c-d104768a1214"
+BUTTON_UUID = PROFILES["harness"].char("button").uuid.lower()  # as attled prints it
 
 
 def json_lines(stdout: str) -> list[dict]:

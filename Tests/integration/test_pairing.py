@@ -253,13 +253,13 @@ def test_tshark_decodes_a_pairing_capture_with_nothing_malformed(world, dirs, tm
     and the LE Enable Encryption / Encryption Change are well formed."""
     import subprocess
 
-    from test_wireshark import TSHARK, tshark_malformed
+    from helpers import TSHARK, tshark_malformed
 
     w = start(world, opts=f"pairing={pairing}")
     cap = tmp_path / "pair.btsnoop"
     r = attled(w, dirs, "--rgb", "1,2,3", "--btsnoop", str(cap))
     assert r.returncode == 0, r.stderr
-    assert tshark_malformed(cap) == 0
+    assert tshark_malformed(cap) == []
     out = subprocess.run([TSHARK, "-r", str(cap), "-Y", "btsmp", "-T", "fields", "-e", "btsmp.opcode"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
+from attledtools.peers.profiles import PROFILES
 from conftest import run_attled
 
-PYCOM_SERVICE = "36353433-3231-3039-3837-363534333231"
-PARTICLE_SERVICE = "b4250400-fb4b-4746-b2b0-93f0e61122c6"
+PYCOM_SERVICE = PROFILES["pycom"].service_uuid
+PARTICLE_SERVICE = PROFILES["particle"].service_uuid
 
 
 def scan_lines(stdout: str) -> list[str]:

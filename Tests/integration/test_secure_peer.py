@@ -21,7 +21,7 @@ import asyncio
 
 import pytest
 
-from bumble import att, hci, pairing
+from bumble import att, hci, pairing, smp
 from bumble.device import Connection, Device
 from bumble.transport import open_transport
 
@@ -31,7 +31,7 @@ CENTRAL = "F0:00:00:00:00:02"
 DEADLINE_S = 15.0
 ATT_INSUFFICIENT_ENCRYPTION = att.ATT_INSUFFICIENT_ENCRYPTION_ERROR
 HCI_PIN_OR_KEY_MISSING = 0x06
-AUTHREQ_BONDING, AUTHREQ_SC = 0x01, 0x08
+AUTHREQ_BONDING, AUTHREQ_SC = int(smp.AuthReq.BONDING), int(smp.AuthReq.SC)  # Core Vol 3, Part H, 3.5.1
 
 
 def start(world, profile: str = "pycom", opts: str = ""):

@@ -14,24 +14,8 @@ import subprocess
 
 import pytest
 
-from attledtools import module_command, module_env
-from conftest import ATTLED, REPO_ROOT, Running, World, own_address, run_attled
-
-CENTRAL = "attledtools.drivers.bumble_gatt_central"
-DBHASH = "attledtools.maint.dbhash"
-
-
-def tool(module: str, *args: str, timeout: float = 40) -> tuple[int, dict]:
-    """Run a tool module; (exit code, its last JSON line)."""
-    r = subprocess.run(module_command(module, *args), capture_output=True, text=True, timeout=timeout,
-                       env=module_env(), cwd=str(REPO_ROOT))
-    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no JSON from {module} (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
-    return r.returncode, json.loads(lines[-1])
-
-
-def bumble(w: World, host: int, *args: str) -> tuple[int, dict]:
-    return tool(CENTRAL, "--transport", w.bumble_transport(host), "--timeout", "15", *args)
+from conftest import ATTLED, Running, World, own_address, run_attled
+from helpers import DBHASH, gatt_central, run_tool
 
 
 def serve(w: World, *args: str, host: int = 0) -> Running:
@@ -54,7 +38,7 @@ BOARD_OPS = {"pycom": "request", "particle": "command"}
 def test_bumble_central_sets_and_reads_back_each_rgb_board(world, board):
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", board, "--name", "CassarTech")
-    code, out = bumble(w, 1, "--name", "CassarTech", "--rgb", "255,0,128", "--read-back")
+    code, out = gatt_central(w, "--name", "CassarTech", "--rgb", "255,0,128", "--read-back", host=1)
     assert code == 0, out
     assert out["profile"] == board and out["ops"] == [BOARD_OPS[board]] * 3
     assert out["read_back"] == {"red": "ff", "green": "00", "blue": "80"}
@@ -67,7 +51,7 @@ def test_bumble_central_sets_and_reads_back_each_rgb_board(world, board):
 def test_bumble_central_subscribes_to_the_harness(world):
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", "harness", "--name", "Harness")
-    code, out = bumble(w, 1, "--name", "Harness", "--command", "1,3,0,4", "--subscribe", "--expect-notifications", "4")
+    code, out = gatt_central(w, "--name", "Harness", "--command", "1,3,0,4", "--subscribe", "--expect-notifications", "4", host=1)
     assert code == 0, out
     assert out["notifications"] == ["01", "03", "00", "04"]
     s.wait_line("serve buttons 1 released, 2 released by")
@@ -79,11 +63,11 @@ def test_bumble_central_subscribes_to_the_harness(world):
 def test_database_hash_is_bumbles(world, board):
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", board, "--name", "CassarTech")
-    code, out = bumble(w, 1, "--name", "CassarTech", "--dump")
+    code, out = gatt_central(w, "--name", "CassarTech", "--dump", host=1)
     assert code == 0, out
     chars = [c for sv in out["services"] for c in sv["characteristics"]]
     served = next(c["value"] for c in chars if c["uuid"] == "2b2a")
-    code, oracle = tool(DBHASH, "--profile", board, "--name", "CassarTech")
+    code, oracle = run_tool(DBHASH, "--profile", board, "--name", "CassarTech")
     assert code == 0, oracle
     assert served == oracle["hash"], (served, oracle)
     # The layout dbhash documents, handle for handle.
@@ -122,7 +106,7 @@ def test_a_clone_serves_the_original_handle_for_handle(world, tmp_path):
     db = tmp_path / "orig.json"
     db.write_text(r.stdout)
     s = serve(w, "--gatt", str(db), "--name", "Copy", host=1)
-    code, out = bumble(w, 2, "--name", "Copy", "--dump")
+    code, out = gatt_central(w, "--name", "Copy", "--dump", host=2)
     assert code == 0, out
     want = normalised(original["services"])
     for got_sv, want_sv in zip(out["services"], want):
@@ -149,7 +133,7 @@ def normalised(services: list[dict]) -> list[dict]:
 def test_serve_json_events(world):
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", "pycom", "--name", "CassarTech", "--json")
-    code, out = bumble(w, 1, "--name", "CassarTech", "--rgb", "1,2,3")
+    code, out = gatt_central(w, "--name", "CassarTech", "--rgb", "1,2,3", host=1)
     assert code == 0, out
     stop(s)
     events = [json.loads(line) for line in s.p.stdout.read().splitlines() if line.startswith("{")]
@@ -186,10 +170,10 @@ def test_bumble_central_needs_the_same_round_trips_as_against_bumbles_own_board(
     Bumble test peer playing the same board: the same ATT requests, one by one."""
     w = world(devices=[f"Peer:{board}"], hosts=["tcp", "tcp"])
     job = ["--command", "1,0"] if board == "harness" else ["--rgb", "1,2,3", "--read-back"]
-    code, peer = bumble(w, 0, "--name", "Peer", *job)
+    code, peer = gatt_central(w, "--name", "Peer", *job, host=0)
     assert code == 0, peer
     s = serve(w, "--profile", board, "--name", "Served", host=1)
-    code, served = bumble(w, 0, "--name", "Served", *job)
+    code, served = gatt_central(w, "--name", "Served", *job, host=0)
     assert code == 0, served
     assert served["att_round_trips"] == peer["att_round_trips"], (served["att_round_trips"], peer["att_round_trips"])
     assert served["att_requests_by_opcode"] == peer["att_requests_by_opcode"]
@@ -205,7 +189,7 @@ def test_long_read_throughput(world, tmp_path, mtu):
         {"uuid": "fff1", "properties": ["read"], "value": "ab" * 512, "descriptors": []}]}]}))
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--gatt", str(db), "--name", "Long")
-    code, out = bumble(w, 1, "--name", "Long", "--mtu", str(mtu), "--throughput", "fff1")
+    code, out = gatt_central(w, "--name", "Long", "--mtu", str(mtu), "--throughput", "fff1", host=1)
     assert code == 0, out
     t = out["throughput"]
     assert t["bytes"] == 512 and t["mtu"] == mtu
@@ -223,7 +207,7 @@ def test_two_centrals_at_once_and_the_harness_notifies_every_subscriber(world):
     listener = Running(["listen", "-i", w.transport(1), "--name", "Harness", "--count", "1", "--timeout", "20"])
     listener.wait_line("Ctrl-C stops", timeout=15)
     s.wait_line(lambda line: "subscribed to 0x0012: notify" in line)
-    code, out = bumble(w, 2, "--name", "Harness", "--command", "3")
+    code, out = gatt_central(w, "--name", "Harness", "--command", "3", host=2)
     assert code == 0, out
     assert listener.finish(timeout=15) == 0, listener.stderr
     assert "03" in listener.p.stdout.read()
@@ -235,17 +219,17 @@ def test_serve_capture_and_trace(world, tmp_path):
     """--btsnoop and --trace as in every other mode: tshark finds nothing
     malformed in the server's capture, its ATT handles are the database's,
     and the trace decodes the server's answers."""
-    from test_wireshark import TSHARK, tshark_malformed
+    from helpers import TSHARK, tshark_malformed
     cap = tmp_path / "serve.btsnoop"
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", "harness", "--name", "Harness", "--btsnoop", str(cap), "--trace")
-    code, out = bumble(w, 1, "--name", "Harness", "--command", "1,0", "--subscribe", "--expect-notifications", "2", "--dump")
+    code, out = gatt_central(w, "--name", "Harness", "--command", "1,0", "--subscribe", "--expect-notifications", "2", "--dump", host=1)
     assert code == 0, out
     text = stop(s)
     for line in ["LE Set Advertising Parameters (0x2006)", "LE Set Advertising Data (0x2008)", "Advertising: Enabled",
                  "Read By Group Type Response", "Handle Value Notification", "Write Response"]:
         assert line in text, line
-    assert tshark_malformed(cap) == 0
+    assert tshark_malformed(cap) == []
     r = subprocess.run([TSHARK, "-r", str(cap), "-Y", "btatt.opcode == 0x1b", "-T", "fields", "-e", "btatt.handle"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -285,9 +269,9 @@ def test_bumble_pairs_with_secure_serve_and_reencrypts_with_the_bond(world, tmp_
     keystore = str(tmp_path / "keys.json")
     legacy = ["--legacy"] if mode == "legacy" else []
     s = serve_at(home, w, "--profile", "pycom", "--name", "Sec", "--secure")
-    code, out = bumble(w, 1, "--name", "Sec", "--read-back")
+    code, out = gatt_central(w, "--name", "Sec", "--read-back", host=1)
     assert code == 7 and out["att_error"] == 0x05, out  # Insufficient Authentication: no bond yet
-    code, out = bumble(w, 1, "--name", "Sec", "--pair", *legacy, "--keystore", keystore, "--rgb", "5,6,7", "--read-back")
+    code, out = gatt_central(w, "--name", "Sec", "--pair", *legacy, "--keystore", keystore, "--rgb", "5,6,7", "--read-back", host=1)
     assert code == 0, out
     assert out["security"]["action"] == "paired" and out["security"]["bonded"] is True
     assert out["security"]["sc"] is (mode == "sc")
@@ -295,7 +279,7 @@ def test_bumble_pairs_with_secure_serve_and_reencrypts_with_the_bond(world, tmp_
     s.wait_line(f"serve paired")
     assert ("LE Secure Connections" if mode == "sc" else "legacy") in s.wait_line("serve paired")
     mark = s.mark()
-    code, out = bumble(w, 1, "--name", "Sec", "--pair", *legacy, "--keystore", keystore, "--read-back")
+    code, out = gatt_central(w, "--name", "Sec", "--pair", *legacy, "--keystore", keystore, "--read-back", host=1)
     assert code == 0, out
     assert out["security"]["action"] == "encrypted with bond", out
     assert out["read_back"] == {"red": "05", "green": "06", "blue": "07"}
@@ -318,13 +302,13 @@ def test_a_bonded_client_is_told_the_database_changed(world, tmp_path):
     home = tmp_path / "serve-home"
     keystore = str(tmp_path / "keys.json")
     s = serve_at(home, w, "--profile", "pycom", "--name", "Sec", "--secure")
-    code, out = bumble(w, 1, "--name", "Sec", "--pair", "--keystore", keystore, "--service-changed", "--rgb", "1,1,1")
+    code, out = gatt_central(w, "--name", "Sec", "--pair", "--keystore", keystore, "--service-changed", "--rgb", "1,1,1", host=1)
     assert code == 0, out
     s.wait_line("serve paired")
     s.wait_line("subscribed to 0x0008: indicate")
     assert s.stop() == 0, s.stderr
     s = serve_at(home, w, "--profile", "harness", "--name", "Sec", "--secure")
-    code, out = bumble(w, 1, "--name", "Sec", "--pair", "--keystore", keystore, "--command", "1")
+    code, out = gatt_central(w, "--name", "Sec", "--pair", "--keystore", keystore, "--command", "1", host=1)
     assert code == 0, out
     assert out["security"]["action"] == "encrypted with bond", out
     line = s.wait_line("restored from its bond")
@@ -341,7 +325,7 @@ def test_serve_asks_each_central_for_its_connection_interval(world):
     carries it out (LE Connection Update), both sides see the new interval."""
     w = world(hosts=["tcp", "tcp"])
     s = serve(w, "--profile", "pycom", "--name", "Slow", "--conn-interval", "45-50", "--json")
-    code, out = bumble(w, 1, "--name", "Slow", "--rgb", "1,2,3", "--await-interval", "50")
+    code, out = gatt_central(w, "--name", "Slow", "--rgb", "1,2,3", "--await-interval", "50", host=1)
     assert code == 0, out
     assert out["connection"] == {"interval_ms": 50.0, "latency": 0, "supervision_timeout_ms": 4000.0}, out["connection"]
     text = stop(s)

@@ -48,7 +48,7 @@ def test_ready_line_describes_the_world(world):
     assert w.device("Xenon")["address"] == "C0:11:22:33:44:56"
     # Short names leave room for Flags (LE General Discoverable, no BR/EDR).
     assert w.device("Xenon")["adv_data"].startswith("020106")
-    assert w.device("Harness")["service"] == "19b10010-e8f2-537e-4f6c-d104768a1214"
+    assert w.device("Harness")["service"] == PROFILES["harness"].service_uuid.lower()
     assert w.stop() == 0
     assert w.find({"event": "exit"})
 
@@ -264,7 +264,7 @@ def test_advertising_options(world):
     assert code == 0 and out["profile"] == "pycom", out
     code, out = central(w, "--name", "NoUuid", "--rgb", "1,0,0")
     assert code == 0 and out["profile"] == "particle" and out["address"] == "D0:00:00:00:00:01", out
-    code, out = central(w, "--uuid", "19B10010-E8F2-537E-4F6C-D104768A1214", "--command", "3")
+    code, out = central(w, "--uuid", PROFILES["harness"].service_uuid, "--command", "3")
     assert code == 0 and out["profile"] == "harness", out
     w.wait_event({"event": "state", "device": "Nameless", "buttons": [0, 1]})
 

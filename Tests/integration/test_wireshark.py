@@ -10,14 +10,12 @@ without error and agrees with tshark the same way.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from conftest import run_attled
-
-TSHARK = shutil.which("tshark") or "tshark"  # installed by `make test`; missing means failing, not skipping
+from helpers import TSHARK, tshark_malformed
 
 
 def tshark_att(cap) -> dict[int, dict]:
@@ -31,20 +29,6 @@ def tshark_att(cap) -> dict[int, dict]:
         out[int(num)] = {"op": int(op, 16), "handles": [int(h, 16) for h in handle.split(",") if h],
                          "value": value.replace(":", "")}
     return out
-
-
-# tshark's verdict of a malformed or erroneous packet, except a controller's
-# Command Complete with status 0x01 Unknown HCI Command: it rightly carries the
-# status alone (Vol 4 Part E 7.7.14), which tshark's dissector calls malformed
-# (Bumble's controller answers LE Set Data Length so, having listed it).
-MALFORMED = "(_ws.malformed || _ws.expert.severity == error) && !(bthci_evt.code == 0x0e && bthci_evt.status == 0x01)"
-
-
-def tshark_malformed(cap) -> int:
-    r = subprocess.run([TSHARK, "-r", str(cap), "-Y", MALFORMED],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return len([l for l in r.stdout.splitlines() if l.strip()])
 
 
 def attled_att(cap) -> dict[int, dict]:
@@ -96,7 +80,7 @@ def test_tshark_agrees_with_attled_decode(world, tmp_path, profile, args, device
     cap = tmp_path / "attled.btsnoop"
     r = run_attled(["-i", w.transport(), "--name", "CassarTech", *args, "--btsnoop", str(cap), "-q"])
     assert r.returncode == 0, r.stderr
-    assert tshark_malformed(cap) == 0
+    assert tshark_malformed(cap) == []
     assert compare(cap) >= 4
     # Bumble's capture of the same run, from the peripheral's side (closed when vworld exits).
     w.wait_event({"event": "disconnected"})

@@ -7,43 +7,35 @@
               bumble_central (the reference central), bumble_gatt_central
               (a central on Bumble's GATT client and SMP: pairing and bonds,
               read-back, notifications, database dump, long-read throughput,
-              ATT round trips; its dump in bumble_gatt_dump)
+              ATT round trips; its dump in bumble_gatt_dump), the run both
+              centrals share in bumble_job
     bench/    make bench: bench, gatewaybench, gatewayair, gateway_reference
     soak/     make soak: soak, gatewaysoak (and its gatewaymodel,
               gatewayprocs, gatewayfigures)
+    halight   the Home Assistant light as attled's gateway keeps it (the
+              soak's expectations, the reference gateway's state)
     maint/    repository upkeep: doccoverage, make_golden; dbhash (Bumble's
               GATT Database Hash of a board profile or a database JSON)
     demo      make demo
 
-The package is importable with Tools/ on the module path: PYTHONPATH=Tools for
-the scripts (``PYTHONPATH=Tools .venv/bin/python -m attledtools.drivers.vworld
-...``, as the Makefile runs them), pytest's ``pythonpath`` (pytest.ini) for
-the tests.  A process started from here or from the tests gets it through
-``module_command`` and ``module_env``.
+The package is installed into the venv in editable mode (Tools/pyproject.toml;
+``make venv`` runs ``pip install -e Tools``), so the venv's Python imports it
+from any directory: ``.venv/bin/python -m attledtools.drivers.vworld ...``, as
+the Makefile runs the scripts, and the tests.  A process started from here or
+from the tests with ``module_command`` runs on the same Python, and so finds
+the package too.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
-TOOLS = Path(__file__).resolve().parent.parent  # the directory holding this package
+TOOLS = Path(__file__).resolve().parent.parent  # the checkout's Tools/ (the install is editable)
 REPO_ROOT = TOOLS.parent
 
 
 def module_command(module: str, *args: str) -> list[str]:
     """The command line that runs ``module`` (e.g. "attledtools.drivers.vworld")
-    with this Python; start it with ``env=module_env()``."""
+    with this Python."""
     return [sys.executable, "-m", module, *args]
-
-
-def module_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) with Tools/ first on
-    PYTHONPATH, so that a child ``python -m attledtools...`` finds the package
-    whatever its working directory."""
-    env = dict(os.environ if base is None else base)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != TOOLS]
-    env["PYTHONPATH"] = os.pathsep.join([str(TOOLS), *paths])
-    return env

@@ -2,8 +2,8 @@
 """Host side of the kernel test: boots the guest and judges the test list.
 
 run.sh builds the pieces (kernel, initramfs, static attled) and then runs
-this with the venv's Python and Tools/ on PYTHONPATH (it needs Bumble, through
-vworld, and the package attledtools).
+this with the venv's Python (it needs Bumble, through vworld, and the package
+attledtools, installed there by make venv).
 
 On the host:
   * vworld (air): four Bumble host controllers on one virtual link, served
@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from attledtools import module_command, module_env  # Tools/ on PYTHONPATH: run.sh
+from attledtools import module_command  # installed in the venv (make venv)
 from serve_host import ServeHost  # this directory: sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ class World:
         cmd = module_command(VWORLD, *args, "--exit-on-stdin-eof", "--lifetime", str(int(lifetime)))
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.stderr_path, "wb"), text=True, cwd=ROOT, env=module_env())
+                                     stderr=open(self.stderr_path, "wb"), text=True, cwd=ROOT)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 

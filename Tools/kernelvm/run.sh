@@ -81,7 +81,7 @@ if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
         die "apt-get install ${need[*]} failed"
 fi
-if [ ! -x "$VPY" ] || ! "$VPY" -c 'import bumble' 2>/dev/null; then
+if [ ! -x "$VPY" ] || ! "$VPY" -c 'import bumble, attledtools' 2>/dev/null; then
     say "setting up the Python venv with Bumble (make venv)"
     make -C "$ROOT" -s venv >/dev/null || die "make venv failed"
 fi
@@ -392,7 +392,6 @@ host_attled=$attled
 [ "$ARCH" = arm64 ] && [ -x "$ROOT/.build/debug/attled" ] && host_attled=$ROOT/.build/debug/attled
 keep=()
 [ "${KERNELVM_KEEP:-}" = 1 ] && keep=(--keep)
-export PYTHONPATH="$ROOT/Tools${PYTHONPATH:+:$PYTHONPATH}"  # harness.py imports attledtools
 exec "$VPY" "$HERE/harness.py" --kernel "$kernel" --kernel-version "$kver" --initrd "$work/initrd.cpio" \
     --workdir "$work" --attled "$attled" --host-attled "$host_attled" --cache "$CACHE" --accel "${KERNELVM_ACCEL:-auto}" \
     --timeout "$TIMEOUT" --arch "$ARCH" --qemu "$QEMU" --list "$LIST" "${keep[@]}"

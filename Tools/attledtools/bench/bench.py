@@ -54,7 +54,7 @@ reference gateway written with Bumble's and paho's own APIs
 from MQTT publish to the device's last Write Request (p50/p90/p99/max over
 --gateway-n commands), and a burst of 200 commands (time to the last colour,
 writes after coalescing, ends on the last colour). Run it alone with
-`PYTHONPATH=Tools .venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled`.
+`.venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled`.
 
 Then "gateway-air" (issue 18, gatewayair.py): the air-time model of a
 gateway command on a fresh and on an idle link, on Root Canal (round trips x
@@ -78,7 +78,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from attledtools import REPO_ROOT, module_command, module_env
+from attledtools import REPO_ROOT, module_command
 from attledtools.bench.hcipath import HciPath, analyse_file, att_counts
 from attledtools.drivers.worldproc import WorldProcess, free_port
 
@@ -188,7 +188,7 @@ def compare_section(args: argparse.Namespace, work: Path, base_env: dict, figure
 
         def bumble(i: int) -> dict:
             cap = work / f"bumble-{i}.btsnoop"
-            env = module_env({**base_env, "BUMBLE_SNOOPER": f"btsnoop:file:{cap}"})
+            env = {**base_env, "BUMBLE_SNOOPER": f"btsnoop:file:{cap}"}
             r = timed(module_command("attledtools.drivers.bumble_central", "--transport", f"tcp-client:127.0.0.1:{port}",
                                      "--name", "CassarTech", "--rgb", f"{i % 256},3,4"), env, timeout=60)
             r["att"] = att_counts(cap)
@@ -321,7 +321,7 @@ def hci_section(args: argparse.Namespace, work: Path, base_env: dict, figures: d
 
             def bumble(i: int) -> dict:
                 cap = work / f"hci-{kind}-bumble-{i}.btsnoop"
-                env = module_env({**base_env, "BUMBLE_SNOOPER": f"btsnoop:file:{cap}"})
+                env = {**base_env, "BUMBLE_SNOOPER": f"btsnoop:file:{cap}"}
                 r = timed(module_command("attledtools.drivers.bumble_central", "--transport", bumble_transport,
                                          "--name", "CassarTech", "--rgb", f"{i % 256},4,5"), env, timeout=60)
                 r["hci"], r["att"] = hci_of(cap), att_counts(cap)

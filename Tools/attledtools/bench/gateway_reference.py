@@ -1,21 +1,28 @@
 """Reference MQTT-to-LED gateway done the ordinary way: Bumble's and paho's own APIs.
 
-    PYTHONPATH=Tools python -m attledtools.bench.gateway_reference --transport tcp-client:127.0.0.1:PORT --name Lamp1 --mqtt 127.0.0.1:1883
+    .venv/bin/python -m attledtools.bench.gateway_reference --transport tcp-client:127.0.0.1:PORT --name Lamp1 --mqtt 127.0.0.1:1883
 
 The baseline `make bench` (gatewaybench.py) measures `attled gateway`
 against. It does the same job for one pycom LED and nothing more:
 
   - Bumble Device as central: scan for the name, connect, discover the LED
-    service and its red/green/blue characteristics with Bumble's GATT client;
+    service and its red/green/blue characteristics with Bumble's GATT client,
+    read the colour back;
   - paho-mqtt (its own network thread, loop_start) subscribes to
     `<prefix>/<node>/set` (node: the device address, lower case, no colons);
-  - each Home Assistant JSON light command (`{"state":"ON","color":{"r":..,"g":..,"b":..},
-    "brightness":..}`, every field optional) updates the wanted state; a writer
-    task writes the latest wanted colour (scaled by brightness, black when OFF)
+  - the light is attled's (attledtools.halight, HALight.swift): the state read
+    back (black: off) is published on `<prefix>/<node>/state` (retained, QoS 0)
+    once ready; each Home Assistant JSON light command
+    (`{"state":"ON","color":{"r":..,"g":..,"b":..},"brightness":..}`, `state`
+    required) is checked as attled checks it (one it refuses is logged on
+    stderr and ignored) and applied on top of the newest state; a writer task
+    writes the latest wanted colour (scaled by brightness, black when OFF)
     with three Write Requests, red, green, blue: at most one write in flight,
     commands that arrive meanwhile coalesce into the next write;
-  - after each write it publishes the state on `<prefix>/<node>/state`
-    (retained), as a Home Assistant gateway does.
+  - after each write it publishes the state written (retained, QoS 0), as
+    attled's gateway does.
+It publishes no discovery configs or availability (attled's gateway does):
+the bench measures commands, and the light's topics are the same.
 
 On stdout it prints JSON lines: {"event":"ready","node":..,"address":..} once
 connected, discovered and subscribed; {"event":"error",...} on failure.
@@ -38,37 +45,12 @@ from bumble.core import UUID, AdvertisingData
 from bumble.device import Device, Peer
 from bumble.transport import open_transport
 
+from attledtools.halight import CommandRefused, Light, parse_command
 from attledtools.peers.profiles import PROFILES
 
 
 def say(**event) -> None:
     print(json.dumps(event), flush=True)
-
-
-class Light:
-    """Home Assistant JSON light state: on/off, colour, brightness."""
-
-    def __init__(self) -> None:
-        self.on, self.rgb, self.brightness = True, (255, 255, 255), 255
-
-    def apply(self, cmd: dict) -> None:
-        if "state" in cmd:
-            self.on = str(cmd["state"]).upper() == "ON"
-        c = cmd.get("color")
-        if isinstance(c, dict):
-            self.rgb = tuple(max(0, min(255, int(c.get(k, 0)))) for k in "rgb")
-        if "brightness" in cmd:
-            self.brightness = max(0, min(255, int(cmd["brightness"])))
-
-    def device_colour(self) -> tuple[int, int, int]:
-        if not self.on:
-            return (0, 0, 0)
-        return tuple((v * self.brightness + 127) // 255 for v in self.rgb)
-
-    def state_json(self) -> str:
-        r, g, b = self.rgb
-        return json.dumps({"state": "ON" if self.on else "OFF", "color_mode": "rgb", "brightness": self.brightness,
-                           "color": {"r": r, "g": g, "b": b}})
 
 
 async def run(args) -> int:
@@ -110,23 +92,26 @@ async def run(args) -> int:
     characteristics = await peer.discover_characteristics(service=services[0])
     by_uuid = {str(c.uuid).upper(): c for c in characteristics}
     chars = [by_uuid[s.uuid.upper()] for s in profile.chars]  # red, green, blue
+    # The state the lamp has (attled reads it back on connect).
+    light = Light.read_back(tuple([bytes(await peer.read_value(c))[0] for c in chars]))
 
     address = str(adv.address).split("/")[0]
     node = address.replace(":", "").lower()
     command_topic, state_topic = f"{args.prefix}/{node}/set", f"{args.prefix}/{node}/state"
 
     # Commands arrive on paho's thread; the wanted state lives on the asyncio loop.
-    light = Light()
+    # `light` is the newest state: not yet written, being written, or on the device.
     wanted = asyncio.Event()  # a command not yet written
 
     def apply(payload: bytes) -> None:
+        nonlocal light
         try:
-            cmd = json.loads(payload)
-        except ValueError:
+            cmd = parse_command(payload)
+        except CommandRefused as error:
+            print(f"gateway_reference: ignored a command: {error}", file=sys.stderr, flush=True)
             return
-        if isinstance(cmd, dict):
-            light.apply(cmd)
-            wanted.set()
+        light = light.apply(cmd)
+        wanted.set()
 
     subscribed = threading.Event()
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"gateway-reference-{node}")
@@ -147,14 +132,17 @@ async def run(args) -> int:
         return 1
 
     async def writer() -> None:
-        """The latest wanted colour, one write (three Write Requests) at a time."""
+        """The latest wanted colour, one write (three Write Requests) at a time;
+        then the state written is published."""
         while True:
             await wanted.wait()
             wanted.clear()
-            for char, value in zip(chars, light.device_colour()):
+            want = light
+            for char, value in zip(chars, want.device):
                 await peer.write_value(char, bytes([value]), with_response=True)
-            client.publish(state_topic, light.state_json(), qos=1, retain=True)
+            client.publish(state_topic, want.state_json(), qos=0, retain=True)
 
+    client.publish(state_topic, light.state_json(), qos=0, retain=True)
     task = asyncio.create_task(writer())
     say(event="ready", node=node, address=address, topic=command_topic)
     await stop.wait()

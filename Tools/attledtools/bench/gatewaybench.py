@@ -2,7 +2,7 @@
 
 Run alone (any attled binary with the gateway built in):
 
-    PYTHONPATH=Tools .venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled [-n 300] [--json figures.json]
+    .venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled [-n 300] [--json figures.json]
 
 `make bench` runs it as the "gateway" section of bench.py, on the
 release binary.
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
-from attledtools import REPO_ROOT, module_command, module_env
+from attledtools import REPO_ROOT, module_command
 from attledtools.drivers.mqttbroker import MOSQUITTO, Broker
 from attledtools.drivers.worldproc import WorldProcess, free_port
 from attledtools.drivers.attledproc import AttledProcess
@@ -160,7 +160,7 @@ def start_reference(broker: Broker, work: Path, env: dict) -> Gateway:
     cmd = module_command("attledtools.bench.gateway_reference", "--transport", f"tcp-client:127.0.0.1:{port}",
                          "--name", "Lamp1", "--mqtt", f"127.0.0.1:{broker.port}", "--exit-on-stdin-eof")
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
-                            env=module_env(env))
+                            env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()  # {"event":"ready",...} or {"event":"error",...}
     try:

@@ -43,7 +43,7 @@ reports are the LE Advertising Report (0x02), LE Directed Advertising Report
 controller is reassembled (start and continuation fragments) before its ATT
 opcode is read, and host ACL data is read from its start fragment.
 
-    PYTHONPATH=Tools .venv/bin/python -m attledtools.bench.hcipath FILE.btsnoop...
+    .venv/bin/python -m attledtools.bench.hcipath FILE.btsnoop...
 
 prints each capture's commands, their round trips and what hid each one that
 is off the critical path.
@@ -57,6 +57,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bumble import hci
+from bumble.att import ATT_CID
+from bumble.att import Opcode as ATTOpcode
+
 DATALINK_H4 = 1002
 # pcap's LINKTYPE_BLUETOOTH_HCI_H4_WITH_PHDR: a 4-byte big-endian direction
 # (0 host to controller, 1 controller to host), then the H4 packet. Root
@@ -65,55 +69,64 @@ PCAP_H4_WITH_PHDR = 201
 
 # The commands attled (and Bumble's host) send; any other prints as its hex opcode.
 OPCODES = {
-    0x0406: "Disconnect",
-    0x0C01: "Set Event Mask",
-    0x0C03: "Reset",
-    0x0C63: "Set Event Mask Page 2",
-    0x0C6D: "Write LE Host Support",
-    0x1001: "Read Local Version",
-    0x1002: "Read Local Supported Commands",
-    0x1003: "Read Local Supported Features",
-    0x1004: "Read Local Extended Features",
-    0x1005: "Read Buffer Size",
-    0x1009: "Read BD_ADDR",
-    0x2001: "LE Set Event Mask",
-    0x2002: "LE Read Buffer Size",
-    0x2003: "LE Read Local Supported Features",
-    0x2005: "LE Set Random Address",
-    0x200B: "LE Set Scan Parameters",
-    0x200C: "LE Set Scan Enable",
-    0x200D: "LE Create Connection",
-    0x200E: "LE Create Connection Cancel",
-    0x200F: "LE Read Filter Accept List Size",
-    0x2010: "LE Clear Filter Accept List",
-    0x2011: "LE Add Device To Filter Accept List",
-    0x2013: "LE Connection Update",
-    0x201C: "LE Read Supported States",
-    0x2022: "LE Set Data Length",
-    0x2023: "LE Read Suggested Default Data Length",
-    0x2024: "LE Write Suggested Default Data Length",
-    0x202F: "LE Read Maximum Data Length",
-    0x2030: "LE Read PHY",
-    0x2031: "LE Set Default PHY",
-    0x2032: "LE Set PHY",
-    0x2036: "LE Set Extended Advertising Parameters",
-    0x203A: "LE Read Maximum Advertising Data Length",
-    0x203B: "LE Read Number of Supported Advertising Sets",
-    0x2041: "LE Set Extended Scan Parameters",
-    0x2042: "LE Set Extended Scan Enable",
-    0x2043: "LE Extended Create Connection",
-    0x204E: "LE Set Privacy Mode",
-    0x2060: "LE Read Buffer Size v2",
+    hci.HCI_DISCONNECT_COMMAND: "Disconnect",
+    hci.HCI_SET_EVENT_MASK_COMMAND: "Set Event Mask",
+    hci.HCI_RESET_COMMAND: "Reset",
+    hci.HCI_SET_EVENT_MASK_PAGE_2_COMMAND: "Set Event Mask Page 2",
+    hci.HCI_WRITE_LE_HOST_SUPPORT_COMMAND: "Write LE Host Support",
+    hci.HCI_READ_LOCAL_VERSION_INFORMATION_COMMAND: "Read Local Version",
+    hci.HCI_READ_LOCAL_SUPPORTED_COMMANDS_COMMAND: "Read Local Supported Commands",
+    hci.HCI_READ_LOCAL_SUPPORTED_FEATURES_COMMAND: "Read Local Supported Features",
+    hci.HCI_READ_LOCAL_EXTENDED_FEATURES_COMMAND: "Read Local Extended Features",
+    hci.HCI_READ_BUFFER_SIZE_COMMAND: "Read Buffer Size",
+    hci.HCI_READ_BD_ADDR_COMMAND: "Read BD_ADDR",
+    hci.HCI_LE_SET_EVENT_MASK_COMMAND: "LE Set Event Mask",
+    hci.HCI_LE_READ_BUFFER_SIZE_COMMAND: "LE Read Buffer Size",
+    hci.HCI_LE_READ_LOCAL_SUPPORTED_FEATURES_COMMAND: "LE Read Local Supported Features",
+    hci.HCI_LE_SET_RANDOM_ADDRESS_COMMAND: "LE Set Random Address",
+    hci.HCI_LE_SET_SCAN_PARAMETERS_COMMAND: "LE Set Scan Parameters",
+    hci.HCI_LE_SET_SCAN_ENABLE_COMMAND: "LE Set Scan Enable",
+    hci.HCI_LE_CREATE_CONNECTION_COMMAND: "LE Create Connection",
+    hci.HCI_LE_CREATE_CONNECTION_CANCEL_COMMAND: "LE Create Connection Cancel",
+    hci.HCI_LE_READ_FILTER_ACCEPT_LIST_SIZE_COMMAND: "LE Read Filter Accept List Size",
+    hci.HCI_LE_CLEAR_FILTER_ACCEPT_LIST_COMMAND: "LE Clear Filter Accept List",
+    hci.HCI_LE_ADD_DEVICE_TO_FILTER_ACCEPT_LIST_COMMAND: "LE Add Device To Filter Accept List",
+    hci.HCI_LE_CONNECTION_UPDATE_COMMAND: "LE Connection Update",
+    hci.HCI_LE_READ_SUPPORTED_STATES_COMMAND: "LE Read Supported States",
+    hci.HCI_LE_SET_DATA_LENGTH_COMMAND: "LE Set Data Length",
+    hci.HCI_LE_READ_SUGGESTED_DEFAULT_DATA_LENGTH_COMMAND: "LE Read Suggested Default Data Length",
+    hci.HCI_LE_WRITE_SUGGESTED_DEFAULT_DATA_LENGTH_COMMAND: "LE Write Suggested Default Data Length",
+    hci.HCI_LE_READ_MAXIMUM_DATA_LENGTH_COMMAND: "LE Read Maximum Data Length",
+    hci.HCI_LE_READ_PHY_COMMAND: "LE Read PHY",
+    hci.HCI_LE_SET_DEFAULT_PHY_COMMAND: "LE Set Default PHY",
+    hci.HCI_LE_SET_PHY_COMMAND: "LE Set PHY",
+    hci.HCI_LE_SET_EXTENDED_ADVERTISING_PARAMETERS_COMMAND: "LE Set Extended Advertising Parameters",
+    hci.HCI_LE_READ_MAXIMUM_ADVERTISING_DATA_LENGTH_COMMAND: "LE Read Maximum Advertising Data Length",
+    hci.HCI_LE_READ_NUMBER_OF_SUPPORTED_ADVERTISING_SETS_COMMAND: "LE Read Number of Supported Advertising Sets",
+    hci.HCI_LE_SET_EXTENDED_SCAN_PARAMETERS_COMMAND: "LE Set Extended Scan Parameters",
+    hci.HCI_LE_SET_EXTENDED_SCAN_ENABLE_COMMAND: "LE Set Extended Scan Enable",
+    hci.HCI_LE_EXTENDED_CREATE_CONNECTION_COMMAND: "LE Extended Create Connection",
+    hci.HCI_LE_SET_PRIVACY_MODE_COMMAND: "LE Set Privacy Mode",
+    hci.HCI_LE_READ_BUFFER_SIZE_V2_COMMAND: "LE Read Buffer Size v2",
 }
 
-SCAN_ENABLE = (0x200C, 0x2042)
-CREATE_CONNECTION = (0x200D, 0x2043)
+SCAN_ENABLE = (hci.HCI_LE_SET_SCAN_ENABLE_COMMAND, hci.HCI_LE_SET_EXTENDED_SCAN_ENABLE_COMMAND)
+CREATE_CONNECTION = (hci.HCI_LE_CREATE_CONNECTION_COMMAND, hci.HCI_LE_EXTENDED_CREATE_CONNECTION_COMMAND)
+# The LE meta subevents read: advertising reports (legacy, directed, extended) and connections.
+REPORTS = (hci.HCI_LE_ADVERTISING_REPORT_EVENT, hci.HCI_LE_DIRECTED_ADVERTISING_REPORT_EVENT,
+           hci.HCI_LE_EXTENDED_ADVERTISING_REPORT_EVENT)
+CONNECTION_COMPLETE = (hci.HCI_LE_CONNECTION_COMPLETE_EVENT, hci.HCI_LE_ENHANCED_CONNECTION_COMPLETE_EVENT)
 
 # ATT requests (a response or an Error Response answers each); the response's
 # opcode is the request's + 1. Write Command / Signed Write Command need none.
-ATT_REQUESTS = frozenset({0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20})
-ATT_COMMANDS = frozenset({0x52, 0xD2})
-ATT_ERROR_RESPONSE = 0x01
+ATT_REQUESTS = frozenset({
+    ATTOpcode.ATT_EXCHANGE_MTU_REQUEST, ATTOpcode.ATT_FIND_INFORMATION_REQUEST,
+    ATTOpcode.ATT_FIND_BY_TYPE_VALUE_REQUEST, ATTOpcode.ATT_READ_BY_TYPE_REQUEST, ATTOpcode.ATT_READ_REQUEST,
+    ATTOpcode.ATT_READ_BLOB_REQUEST, ATTOpcode.ATT_READ_MULTIPLE_REQUEST, ATTOpcode.ATT_READ_BY_GROUP_TYPE_REQUEST,
+    ATTOpcode.ATT_WRITE_REQUEST, ATTOpcode.ATT_PREPARE_WRITE_REQUEST, ATTOpcode.ATT_EXECUTE_WRITE_REQUEST,
+    ATTOpcode.ATT_READ_MULTIPLE_VARIABLE_REQUEST})
+ATT_COMMANDS = frozenset({ATTOpcode.ATT_WRITE_COMMAND, ATTOpcode.ATT_SIGNED_WRITE_COMMAND})
+ATT_ERROR_RESPONSE = ATTOpcode.ATT_ERROR_RESPONSE
 
 
 def opcode_name(opcode: int) -> str:
@@ -201,11 +214,11 @@ def att_counts(path: Path) -> tuple[int, int]:
     req = cmd = 0
     for p in packets:
         d = p.data
-        if not p.sent or len(d) < 10 or d[0] != 0x02:
+        if not p.sent or len(d) < 10 or d[0] != hci.HCI_ACL_DATA_PACKET:
             continue
-        if (d[1] | d[2] << 8) >> 12 & 0x3 == 0x1:  # continuation fragment
+        if (d[1] | d[2] << 8) >> 12 & 0x3 == hci.HCI_ACL_PB_CONTINUATION:
             continue
-        if d[7] | d[8] << 8 == 4:
+        if d[7] | d[8] << 8 == ATT_CID:
             req += d[9] in ATT_REQUESTS
             cmd += d[9] in ATT_COMMANDS
     return (req, cmd)
@@ -280,17 +293,20 @@ def _report_addresses(sub: int, p: bytes) -> list[bytes]:
         return out
     n, i = p[0], 1
     for _ in range(n):
-        if sub == 0x02:  # event type, address type, address, data length, data, rssi
+        if sub == hci.HCI_LE_ADVERTISING_REPORT_EVENT:
+            # event type, address type, address, data length, data, rssi
             if i + 9 > len(p):
                 break
             out.append(p[i + 2:i + 8])
             i += 9 + p[i + 8] + 1
-        elif sub == 0x0D:  # event type(2), address type, address, phys, sid, tx power, rssi, interval(2), direct(7), length
+        elif sub == hci.HCI_LE_EXTENDED_ADVERTISING_REPORT_EVENT:
+            # event type(2), address type, address, phys, sid, tx power, rssi, interval(2), direct(7), length
             if i + 24 > len(p):
                 break
             out.append(p[i + 3:i + 9])
             i += 24 + p[i + 23]
-        elif sub == 0x0B:  # event type, address type, address, direct address type, direct address, rssi
+        elif sub == hci.HCI_LE_DIRECTED_ADVERTISING_REPORT_EVENT:
+            # event type, address type, address, direct address type, direct address, rssi
             if i + 16 > len(p):
                 break
             out.append(p[i + 2:i + 8])
@@ -334,18 +350,19 @@ def analyse(packets: list[Packet]) -> HciPath:
     for pk in packets:
         d, t = pk.data, pk.t
         kind = d[0]
-        if kind == 0x01 and pk.sent and len(d) >= 4:
+        if kind == hci.HCI_COMMAND_PACKET and pk.sent and len(d) >= 4:
             c = Command(d[1] | d[2] << 8, t, params=d[4:])
             path.commands.append(c)
             outstanding.setdefault(c.opcode, []).append(c)
             if c.opcode in SCAN_ENABLE and c.params[:1] == b"\x00" and scan_since is not None:
                 scan_on.append((scan_since, t))
                 scan_since = None
-        elif kind == 0x04 and not pk.sent and len(d) >= 3:
+        elif kind == hci.HCI_EVENT_PACKET and not pk.sent and len(d) >= 3:
             code, p = d[1], d[3:]
-            if code in (0x0E, 0x0F) and len(p) >= 3:
-                opcode = p[1] | p[2] << 8 if code == 0x0E else (p[2] | p[3] << 8 if len(p) >= 4 else 0)
-                status = (p[3] if len(p) > 3 else None) if code == 0x0E else p[0]
+            complete = code == hci.HCI_COMMAND_COMPLETE_EVENT
+            if (complete or code == hci.HCI_COMMAND_STATUS_EVENT) and len(p) >= 3:
+                opcode = p[1] | p[2] << 8 if complete else (p[2] | p[3] << 8 if len(p) >= 4 else 0)
+                status = (p[3] if len(p) > 3 else None) if complete else p[0]
                 waiting = outstanding.get(opcode)
                 if waiting:
                     c = waiting.pop(0)
@@ -354,29 +371,30 @@ def analyse(packets: list[Packet]) -> HciPath:
                         scan_since = t
                     if c.opcode in CREATE_CONNECTION and status == 0 and connect_since is None:
                         connect_since = t
-            elif code == 0x3E and p:
+            elif code == hci.HCI_LE_META_EVENT and p:
                 sub, q = p[0], p[1:]
-                if sub in (0x02, 0x0B, 0x0D):
+                if sub in REPORTS:
                     reports.extend((t, a) for a in _report_addresses(sub, q))
-                elif sub in (0x01, 0x0A) and len(q) >= 11:
+                elif sub in CONNECTION_COMPLETE and len(q) >= 11:
                     if connect_since is not None:
                         connect.append((connect_since, t))
                         connect_since = None
                     if q[0] == 0:
                         targets.add(q[5:11])
-                        if sub == 0x0A and len(q) >= 23 and any(q[17:23]):
+                        if sub == hci.HCI_LE_ENHANCED_CONNECTION_COMPLETE_EVENT and len(q) >= 23 and any(q[17:23]):
                             targets.add(q[17:23])
-            elif code == 0x05 and len(p) >= 3:
+            elif code == hci.HCI_DISCONNECTION_COMPLETE_EVENT and len(p) >= 3:
                 att_done(p[1] | (p[2] & 0x0F) << 8, t)
-        elif kind == 0x02 and len(d) >= 5:
+        elif kind == hci.HCI_ACL_DATA_PACKET and len(d) >= 5:
             hf = d[1] | d[2] << 8
             handle, pb = hf & 0x0FFF, hf >> 12 & 0x3
             payload = d[5:]
             if pk.sent:
-                if pb != 0x1 and len(payload) >= 5 and payload[2] | payload[3] << 8 == 4 and payload[4] in ATT_REQUESTS:
+                if (pb != hci.HCI_ACL_PB_CONTINUATION and len(payload) >= 5 and payload[2] | payload[3] << 8 == ATT_CID
+                        and payload[4] in ATT_REQUESTS):
                     att_since.setdefault(handle, (t, payload[4]))
                 continue
-            if pb == 0x1:
+            if pb == hci.HCI_ACL_PB_CONTINUATION:
                 if handle not in rx:
                     continue
                 rx[handle][0].extend(payload)
@@ -388,7 +406,7 @@ def analyse(packets: list[Packet]) -> HciPath:
             if len(buf) < want:
                 continue
             del rx[handle]
-            if buf[2] | buf[3] << 8 == 4 and len(buf) >= 5 and handle in att_since:
+            if buf[2] | buf[3] << 8 == ATT_CID and len(buf) >= 5 and handle in att_since:
                 op = buf[4]
                 if op == att_since[handle][1] + 1 or op == ATT_ERROR_RESPONSE:
                     att_done(handle, t)

@@ -1,14 +1,14 @@
 """A GATT central on Bumble's own host stack (its GATT client and its SMP): the
 independent judge of a peripheral (attled serve, the vworld peers).
 
-    PYTHONPATH=Tools python -m attledtools.drivers.bumble_gatt_central \\
+    .venv/bin/python -m attledtools.drivers.bumble_gatt_central \\
         --transport tcp-client:127.0.0.1:PORT (--name N | --uuid U | --address A) \\
         [--mtu 517|23] [--pair [--legacy] [--keystore PATH]] [--rgb R,G,B] [--read-back] \\
         [--command 1,0 [--subscribe] [--expect-notifications N] [--notify-wait S]] \\
         [--dump] [--throughput HANDLE|UUID] [--await-interval MS] [--timeout S]
 
 Finds the peripheral by advertised name, 128-bit service UUID or address
-(bumble_central.matches), connects, exchanges the MTU (--mtu, default 517;
+(bumble_job.matches), connects, exchanges the MTU (--mtu, default 517;
 23 = no Exchange MTU Request), then runs the jobs asked for, in this order:
 
   pair        --pair: Just Works with bonding, both sides distributing their
@@ -65,24 +65,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 import time
 
-from bumble import att, hci, pairing
-from bumble.core import UUID, AdvertisingData
-from bumble.device import Device, Peer
+from bumble import att, pairing
+from bumble.core import UUID
 from bumble.gatt import Characteristic
 from bumble.keys import JsonKeyStore, MemoryKeyStore
-from bumble.transport import open_transport
 
-from attledtools.drivers.bumble_central import StageError, matches
+from attledtools.drivers import bumble_job
 from attledtools.drivers.bumble_gatt_dump import RoundTrips, att_error_name, discover_database, timed_long_read
-from attledtools.peers.profiles import PROFILES
+from attledtools.drivers.bumble_job import CentralJob, StageError, add_target_arguments, check_target_arguments
 
-EXIT_CODES = {"ok": 0, "other": 1, "scan": 2, "connect": 3, "discover": 4, "write": 5, "pair": 6,
-              "read": 7, "notify": 8, "dump": 9, "throughput": 10, "interval": 11}
+EXIT_CODES = {**bumble_job.EXIT_CODES, "pair": 6, "read": 7, "notify": 8, "dump": 9, "throughput": 10, "interval": 11}
 CENTRAL_ADDRESS = "F0:00:00:00:00:01"  # static random; the identity a bond is kept under
 # The IRK distributed with that identity: fixed (a bond outlives the run) and
 # not Bumble's default of 16 zero octets.
@@ -91,16 +87,11 @@ CENTRAL_IRK = bytes.fromhex("6a75646765206972 6b20626374726c31".replace(" ", "")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="GATT central on Bumble's host stack (see the module docstring)")
-    p.add_argument("--transport", required=True, help="Bumble transport, e.g. tcp-client:127.0.0.1:PORT")
-    p.add_argument("--name", help="advertised local name (complete or shortened)")
-    p.add_argument("--uuid", help="advertised 128-bit service UUID")
-    p.add_argument("--address", help="peer address, e.g. C0:11:22:33:44:55")
+    add_target_arguments(p, timeout=15.0)
     p.add_argument("--mtu", type=int, default=517, help="ATT_MTU to ask for (23: no Exchange MTU Request)")
     p.add_argument("--pair", action="store_true", help="pair (or encrypt with a bond from --keystore)")
     p.add_argument("--legacy", action="store_true", help="legacy Just Works instead of LE Secure Connections")
     p.add_argument("--keystore", help="Bumble JsonKeyStore file for the bonds")
-    p.add_argument("--rgb", help="R,G,B colour to write (pycom / particle)")
-    p.add_argument("--command", help="harness command bytes, comma-separated, e.g. 1,0")
     p.add_argument("--subscribe", action="store_true", help="harness: subscribe to the button first")
     p.add_argument("--service-changed", action="store_true",
                    help="subscribe to Service Changed (indications) after pairing, so a bond keeps the subscription")
@@ -110,17 +101,10 @@ def parse_args(argv=None):
     p.add_argument("--dump", action="store_true", help="dump the whole GATT database with values")
     p.add_argument("--throughput", help="long-read this characteristic (value handle or UUID), timed")
     p.add_argument("--await-interval", type=float, help="wait until the connection interval is this many ms")
-    p.add_argument("--timeout", type=float, default=15.0, help="overall deadline in seconds")
-    p.add_argument("--verbose", "-v", action="store_true")
     args = p.parse_args(argv)
-    if not (args.name or args.uuid or args.address):
-        p.error("give --name, --uuid or --address")
+    check_target_arguments(p, args)
     if not 23 <= args.mtu <= 517:
         p.error("--mtu must be 23..517")
-    args.rgb_values = [int(v) for v in args.rgb.split(",")] if args.rgb else None
-    if args.rgb_values is not None and (len(args.rgb_values) != 3 or not all(0 <= v <= 255 for v in args.rgb_values)):
-        p.error("--rgb must be R,G,B with values 0..255")
-    args.command_values = [int(v, 0) for v in args.command.split(",")] if args.command else None
     if (args.legacy or args.keystore) and not args.pair:
         p.error("--legacy and --keystore go with --pair")
     if not (args.pair or args.rgb_values or args.command_values or args.read_back or args.dump or args.throughput
@@ -148,40 +132,24 @@ def security_level(encrypted: bool, mitm: bool, sc: bool, key_size: int | None) 
     return 4 if sc and key_size in (16, None) else 3
 
 
-class Central:
-    def __init__(self, args, report: dict) -> None:
-        self.args, self.report = args, report
-        self.t0 = self.last = time.perf_counter()
-        self.stage = "init"
+class Central(CentralJob):
+    """Scan, connect, exchange the MTU, the jobs asked for, disconnect; ATT round trips counted by job."""
 
-    def lap(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.report[f"{stage}_ms"] = round((now - self.last) * 1000, 2)
-        self.last = now
-
-    def fail(self, stage: str, message: str, att_error: int | None = None) -> StageError:
-        return StageError(stage, EXIT_CODES[stage], message, att_error)
+    exit_codes = EXIT_CODES
 
     async def run(self) -> None:
         args = self.args
-        transport = await open_transport(args.transport)
-        device = Device.with_hci("bumble-gatt-central", hci.Address(CENTRAL_ADDRESS), transport.source, transport.sink)
+        device = await self.open("bumble-gatt-central", CENTRAL_ADDRESS)
         device.irk = CENTRAL_IRK
         device.keystore = JsonKeyStore(None, args.keystore) if args.keystore else MemoryKeyStore()
         device.pairing_config_factory = lambda _connection: pairing_config(args.legacy)
-        self.device, self.connection = device, None
         try:
             await device.power_on()
             self.lap("init")
             self.stage = "scan"
             advertisement = await self.scan()
             self.stage = "connect"
-            try:
-                self.connection = await device.connect(
-                    advertisement.address, own_address_type=hci.OwnAddressType.RANDOM, timeout=args.timeout)
-            except Exception as error:
-                raise self.fail("connect", f"connect failed: {error}") from error
-            self.lap("connect")
+            await self.connect(advertisement)
             client = self.connection.gatt_client
             record_indications(client, self.report.setdefault("indications", []))
             self.trips = RoundTrips(client)
@@ -205,37 +173,12 @@ class Central:
                 self.report.update(self.trips.report())
             if self.connection is not None:
                 self.record_connection()
-            if self.connection is not None:
-                try:
-                    await asyncio.wait_for(self.connection.disconnect(), 2.0)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
-            try:
-                await asyncio.wait_for(transport.close(), 2.0)
-            except Exception:  # noqa: BLE001
-                pass
-            self.report["total_ms"] = round((time.perf_counter() - self.t0) * 1000, 2)
+            await self.close()
 
     def record_connection(self) -> None:
         cp = self.connection.parameters
         self.report["connection"] = {"interval_ms": cp.connection_interval, "latency": cp.peripheral_latency,
                                      "supervision_timeout_ms": cp.supervision_timeout}
-
-    async def scan(self):
-        found: asyncio.Future = asyncio.get_running_loop().create_future()
-
-        def on_advertisement(advertisement) -> None:
-            if not found.done() and advertisement.is_connectable and matches(self.args, advertisement):
-                found.set_result(advertisement)
-
-        self.device.on(Device.EVENT_ADVERTISEMENT, on_advertisement)
-        await self.device.start_scanning(active=True, filter_duplicates=False)
-        advertisement = await found  # bounded by the overall deadline (exit 2)
-        await self.device.stop_scanning()
-        self.report["address"] = str(advertisement.address).split("/")[0]
-        self.report["legacy_report"] = bool(advertisement.is_legacy)
-        self.lap("scan")
-        return advertisement
 
     async def jobs(self, advertisement) -> None:
         args = self.args
@@ -303,29 +246,6 @@ class Central:
         if not encrypted:
             raise self.fail("pair", f"{action}, but the link is not encrypted")
 
-    async def led_roles(self, advertisement):
-        peer = Peer(self.connection)
-        advertised = set()
-        for ad_type in (AdvertisingData.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS,
-                        AdvertisingData.INCOMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS):
-            advertised.update(advertisement.data.get(ad_type) or [])
-        for candidate in sorted(PROFILES.values(), key=lambda p: UUID(p.service_uuid) not in advertised):
-            services = await peer.discover_service(UUID(candidate.service_uuid))
-            if services:
-                service, profile = services[0], candidate
-                break
-        else:
-            raise self.fail("discover", "no LED service found")
-        by_uuid = {str(c.uuid).upper(): c for c in await peer.discover_characteristics(service=service)}
-        roles = {}
-        for spec in profile.chars:
-            if spec.uuid.upper() not in by_uuid:
-                raise self.fail("discover", f"characteristic {spec.role} {spec.uuid} not found")
-            roles[spec.role] = by_uuid[spec.uuid.upper()]
-        self.report["profile"] = profile.name
-        self.peer = peer
-        return roles, profile
-
     async def led_jobs(self, roles, profile) -> None:
         args = self.args
         if profile.is_rgb:
@@ -353,19 +273,8 @@ class Central:
             self.lap("subscribe")
         if writes:
             self.stage = self.trips.job = "write"
-            ops = []
             started = time.perf_counter()
-            for role, value in writes:
-                proxy = roles[role]
-                with_response = bool(proxy.properties & Characteristic.Properties.WRITE)
-                ops.append("request" if with_response else "command")
-                try:
-                    await self.peer.write_value(proxy, bytes([value]), with_response=with_response)
-                except att.ATT_Error as error:
-                    self.report["ops"] = ops
-                    raise self.fail("write", f"{role}: ATT error 0x{error.error_code:02X}",
-                                    error.error_code) from error
-            self.report["ops"] = ops
+            await self.write_led(roles, writes)
             self.lap("write")
         if args.subscribe:
             self.stage = "notify"
@@ -429,32 +338,10 @@ async def subscribe_service_changed(client) -> None:
     await chars[0].subscribe(lambda _value: None, prefer_notify=False)
 
 
-async def main_async(args) -> int:
-    report: dict = {}
-    central = Central(args, report)
-    code = 0
-    try:
-        await asyncio.wait_for(central.run(), args.timeout)
-        out = {"result": "ok", **report}
-    except StageError as error:
-        code = error.code
-        out = {"result": "error", "stage": error.stage, "error": str(error), "att_error": error.att_error, **report}
-    except asyncio.TimeoutError:
-        code = EXIT_CODES.get(central.stage, 1)
-        out = {"result": "error", "stage": central.stage, "error": f"timeout after {args.timeout} s",
-               "att_error": None, **report}
-    except Exception as error:  # noqa: BLE001
-        code = 1
-        out = {"result": "error", "stage": central.stage, "error": f"{type(error).__name__}: {error}",
-               "att_error": None, **report}
-    print(json.dumps(out), flush=True)
-    return code
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
-    return asyncio.run(main_async(args))
+    return asyncio.run(bumble_job.report_run(Central(args, {}), args.timeout))
 
 
 if __name__ == "__main__":

@@ -33,22 +33,27 @@ from collections import Counter
 
 from bumble import att
 from bumble.core import UUID
-from bumble.gatt import GATT_INCLUDE_ATTRIBUTE_TYPE, GATT_PRIMARY_SERVICE_ATTRIBUTE_TYPE
+from bumble.gatt import GATT_INCLUDE_ATTRIBUTE_TYPE, GATT_PRIMARY_SERVICE_ATTRIBUTE_TYPE, Characteristic
 from bumble.gatt_client import Client, ServiceProxy
 
 from attledtools.peers.gattdb_model import props_names
 from attledtools.peers.gattdb_server import uuid_text
 
-# attled's names of ATT error codes (Sources/BLEATT/Opcodes.swift ATTErrorCode.names).
+# attled's names of ATT error codes (Sources/BLEATT/Opcodes.swift ATTErrorCode.names), by Bumble's codes.
+_E = att.ErrorCode
 ATT_ERROR_NAMES = {
-    0x01: "Invalid Handle", 0x02: "Read Not Permitted", 0x03: "Write Not Permitted", 0x04: "Invalid PDU",
-    0x05: "Insufficient Authentication", 0x06: "Request Not Supported", 0x07: "Invalid Offset",
-    0x08: "Insufficient Authorization", 0x09: "Prepare Queue Full", 0x0A: "Attribute Not Found",
-    0x0B: "Attribute Not Long", 0x0C: "Encryption Key Size Too Short", 0x0D: "Invalid Attribute Value Length",
-    0x0E: "Unlikely Error", 0x0F: "Insufficient Encryption", 0x10: "Unsupported Group Type",
-    0x11: "Insufficient Resources", 0x12: "Database Out Of Sync", 0x13: "Value Not Allowed",
-    0xFC: "Write Request Rejected", 0xFD: "Client Characteristic Configuration Descriptor Improperly Configured",
-    0xFE: "Procedure Already in Progress", 0xFF: "Out of Range",
+    _E.INVALID_HANDLE: "Invalid Handle", _E.READ_NOT_PERMITTED: "Read Not Permitted",
+    _E.WRITE_NOT_PERMITTED: "Write Not Permitted", _E.INVALID_PDU: "Invalid PDU",
+    _E.INSUFFICIENT_AUTHENTICATION: "Insufficient Authentication", _E.REQUEST_NOT_SUPPORTED: "Request Not Supported",
+    _E.INVALID_OFFSET: "Invalid Offset", _E.INSUFFICIENT_AUTHORIZATION: "Insufficient Authorization",
+    _E.PREPARE_QUEUE_FULL: "Prepare Queue Full", _E.ATTRIBUTE_NOT_FOUND: "Attribute Not Found",
+    _E.ATTRIBUTE_NOT_LONG: "Attribute Not Long", _E.INSUFFICIENT_ENCRYPTION_KEY_SIZE: "Encryption Key Size Too Short",
+    _E.INVALID_ATTRIBUTE_LENGTH: "Invalid Attribute Value Length", _E.UNLIKELY_ERROR: "Unlikely Error",
+    _E.INSUFFICIENT_ENCRYPTION: "Insufficient Encryption", _E.UNSUPPORTED_GROUP_TYPE: "Unsupported Group Type",
+    _E.INSUFFICIENT_RESOURCES: "Insufficient Resources", _E.DATABASE_OUT_OF_SYNC: "Database Out Of Sync",
+    _E.VALUE_NOT_ALLOWED: "Value Not Allowed", _E.WRITE_REQUEST_REJECTED: "Write Request Rejected",
+    _E.CCCD_IMPROPERLY_CONFIGURED: "Client Characteristic Configuration Descriptor Improperly Configured",
+    _E.PROCEDURE_ALREADY_IN_PROGRESS: "Procedure Already in Progress", _E.OUT_OF_RANGE: "Out of Range",
 }
 
 
@@ -164,7 +169,7 @@ async def discover_database(client: Client, trips: RoundTrips | None = None, val
         for ch, descriptors in described:
             entry: dict = {"uuid": uuid_text(ch.uuid), "declaration_handle": ch.handle - 1, "value_handle": ch.handle,
                            "properties": props_names(int(ch.properties))}
-            if values and ch.properties & 0x02:
+            if values and ch.properties & Characteristic.Properties.READ:
                 entry.update(await read_result(client, ch.handle))
             jd = []
             for d in descriptors:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from attledtools import REPO_ROOT, module_command, module_env
+from attledtools import REPO_ROOT, module_command
 
 ROOT = REPO_ROOT
 VWORLD = "attledtools.drivers.vworld"  # the module: module_command(VWORLD, ...)
@@ -38,7 +38,7 @@ class WorldProcess:
         self._cond = threading.Condition()
         self._eof = False
         self.proc = subprocess.Popen(
-            module_command(VWORLD, *args, "--exit-on-stdin-eof", "--lifetime", str(lifetime)), env=module_env(),
+            module_command(VWORLD, *args, "--exit-on-stdin-eof", "--lifetime", str(lifetime)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL,
             text=True, bufsize=1, cwd=str(ROOT))

@@ -1,7 +1,7 @@
 """The GATT Database Hash oracle (Core Vol 3 Part G 7.3), computed by Bumble.
 
-    PYTHONPATH=Tools python -m attledtools.maint.dbhash --profile pycom|particle|harness [--name NAME]
-    PYTHONPATH=Tools python -m attledtools.maint.dbhash --json FILE|-     (database JSON, shape below)
+    .venv/bin/python -m attledtools.maint.dbhash --profile pycom|particle|harness [--name NAME]
+    .venv/bin/python -m attledtools.maint.dbhash --json FILE|-     (database JSON, shape below)
         [--all]  also list every attribute of the database, hashed or not
 
 Builds the database in a Bumble ``Device``'s GATT server (never powered on)

@@ -1,6 +1,6 @@
 """Doc-comment coverage of the library's public API: public types, functions
 and initialisers (issue 11 asks for at least 90%), and `- Throws:` on public
-throwing functions. Usage: PYTHONPATH=Tools python -m attledtools.maint.doccoverage [--list] [--min PCT]"""
+throwing functions. Usage: .venv/bin/python -m attledtools.maint.doccoverage [--list] [--min PCT]"""
 import pathlib
 import re
 import sys

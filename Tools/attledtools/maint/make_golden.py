@@ -7,6 +7,10 @@ import struct
 import sys
 from pathlib import Path
 
+from bumble.core import AdvertisingData
+
+T = AdvertisingData.Type  # AD types (Core Supplement, Part A, 1), Bumble's
+
 EPOCH = 0x00DCDDB30F2F8000
 T0 = 1_764_000_000_000_000  # a fixed wall clock, microseconds since 1970
 
@@ -37,18 +41,41 @@ addr = bytes.fromhex("554433221 1c0".replace(" ", ""))
 u128 = bytes(range(16))
 # Every AD type, spread over legacy reports (31 bytes each at most).
 ads = [
-    ad(0x01, b"\x06") + ad(0x02, b"\x0d\x18") + ad(0x03, b"\x0f\x18\x0a\x18") + ad(0x04, b"\x01\x02\x03\x04"),
-    ad(0x05, b"\x05\x06\x07\x08") + ad(0x06, u128),
-    ad(0x07, u128) + ad(0x08, b"Cass"),
-    ad(0x09, b"CassarTech") + ad(0x0A, b"\xfc") + ad(0x0D, b"\x0c\x02\x5a") + ad(0x12, b"\x06\x00\x80\x0c"),
-    ad(0x14, b"\x0d\x18") + ad(0x15, u128),
-    ad(0x16, b"\x0f\x18\x64") + ad(0x17, bytes.fromhex("112233445566")) + ad(0x18, bytes.fromhex("aabbccddeeff")),
-    ad(0x19, b"\xc1\x03") + ad(0x1A, b"\xa0\x00") + ad(0x1B, bytes.fromhex("11223344556601")) + ad(0x1C, b"\x00"),
-    ad(0x1F, b"\x01\x02\x03\x04") + ad(0x20, b"\x01\x02\x03\x04\x99") + ad(0x24, b"\x17//example.com"),
-    ad(0x21, u128 + b"\x42") + ad(0xFF, b"\x4c\x00\x02\x15"),
-    ad(0x10, b"\x02\x00\x5f\x00\x01\x00") + ad(0x2A, b"\x00\x01") + ad(0x2B, b"\x00") + ad(0x2C, b"\x01") + ad(0x2D, b"\x02") + ad(0x30, b"Bcast"),
+    ad(T.FLAGS, b"\x06")
+    + ad(T.INCOMPLETE_LIST_OF_16_BIT_SERVICE_CLASS_UUIDS, b"\x0d\x18")
+    + ad(T.COMPLETE_LIST_OF_16_BIT_SERVICE_CLASS_UUIDS, b"\x0f\x18\x0a\x18")
+    + ad(T.INCOMPLETE_LIST_OF_32_BIT_SERVICE_CLASS_UUIDS, b"\x01\x02\x03\x04"),
+    ad(T.COMPLETE_LIST_OF_32_BIT_SERVICE_CLASS_UUIDS, b"\x05\x06\x07\x08")
+    + ad(T.INCOMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS, u128),
+    ad(T.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS, u128)
+    + ad(T.SHORTENED_LOCAL_NAME, b"Cass"),
+    ad(T.COMPLETE_LOCAL_NAME, b"CassarTech")
+    + ad(T.TX_POWER_LEVEL, b"\xfc")
+    + ad(T.CLASS_OF_DEVICE, b"\x0c\x02\x5a")
+    + ad(T.PERIPHERAL_CONNECTION_INTERVAL_RANGE, b"\x06\x00\x80\x0c"),
+    ad(T.LIST_OF_16_BIT_SERVICE_SOLICITATION_UUIDS, b"\x0d\x18")
+    + ad(T.LIST_OF_128_BIT_SERVICE_SOLICITATION_UUIDS, u128),
+    ad(T.SERVICE_DATA_16_BIT_UUID, b"\x0f\x18\x64")
+    + ad(T.PUBLIC_TARGET_ADDRESS, bytes.fromhex("112233445566"))
+    + ad(T.RANDOM_TARGET_ADDRESS, bytes.fromhex("aabbccddeeff")),
+    ad(T.APPEARANCE, b"\xc1\x03")
+    + ad(T.ADVERTISING_INTERVAL, b"\xa0\x00")
+    + ad(T.LE_BLUETOOTH_DEVICE_ADDRESS, bytes.fromhex("11223344556601"))
+    + ad(T.LE_ROLE, b"\x00"),
+    ad(T.LIST_OF_32_BIT_SERVICE_SOLICITATION_UUIDS, b"\x01\x02\x03\x04")
+    + ad(T.SERVICE_DATA_32_BIT_UUID, b"\x01\x02\x03\x04\x99")
+    + ad(T.URI, b"\x17//example.com"),
+    ad(T.SERVICE_DATA_128_BIT_UUID, u128 + b"\x42")
+    + ad(T.MANUFACTURER_SPECIFIC_DATA, b"\x4c\x00\x02\x15"),
+    ad(T.DEVICE_ID, b"\x02\x00\x5f\x00\x01\x00")
+    + ad(T.MESH_MESSAGE, b"\x00\x01")
+    + ad(T.MESH_BEACON, b"\x00")
+    + ad(T.BIGINFO, b"\x01")
+    + ad(T.BROADCAST_CODE, b"\x02")
+    + ad(T.BROADCAST_NAME, b"Bcast"),
     # malformed: a length running past the end
-    ad(0x09, b"ok") + bytes([0x09, 0xFF, 0x01]),
+    ad(T.COMPLETE_LOCAL_NAME, b"ok")
+    + bytes([0x09, 0xFF, 0x01]),
 ]
 t = 0
 for i, data in enumerate(ads):

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
+from bumble.core import AdvertisingData
+
 from attledtools.peers.options import PeripheralOptions
 from attledtools.peers.profiles import PROFILES
 
 # Legacy advertising data limit (Core Vol 6, Part B, 2.3.1.1).
 LEGACY_ADV_DATA_MAX = 31
 
-# AD types (Core Supplement, Part A, 1).
-AD_FLAGS = 0x01
-AD_COMPLETE_128 = 0x07
-AD_SHORTENED_NAME = 0x08
-AD_COMPLETE_NAME = 0x09
-ADV_FLAGS_VALUE = 0x06  # LE General Discoverable | BR/EDR Not Supported
+# The Flags AD's value (Core Supplement, Part A, 1.3): 0x06.
+ADV_FLAGS_VALUE = AdvertisingData.LE_GENERAL_DISCOVERABLE_MODE_FLAG | AdvertisingData.BR_EDR_NOT_SUPPORTED_FLAG
 
 
 def _ad(ad_type: int, data: bytes) -> bytes:
@@ -36,11 +34,12 @@ def build_advertising_data(opts: PeripheralOptions) -> bytes:
     body = b""
     if opts.name_in != "none":
         text = opts.name if opts.short_len is None else opts.name[: opts.short_len]
-        ad_type = AD_COMPLETE_NAME if opts.name_in == "adv" else AD_SHORTENED_NAME
+        ad_type = AdvertisingData.COMPLETE_LOCAL_NAME if opts.name_in == "adv" else AdvertisingData.SHORTENED_LOCAL_NAME
         body += _ad(ad_type, text.encode("utf-8"))
     if opts.advertise_uuid and opts.profile in PROFILES:
-        body += _ad(AD_COMPLETE_128, uuid128_le(PROFILES[opts.profile].service_uuid))
-    flags = _ad(AD_FLAGS, bytes([ADV_FLAGS_VALUE]))
+        uuid = uuid128_le(PROFILES[opts.profile].service_uuid)
+        body += _ad(AdvertisingData.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS, uuid)
+    flags = _ad(AdvertisingData.FLAGS, bytes([ADV_FLAGS_VALUE]))
     if opts.flags == "1" or (opts.flags == "auto" and len(flags) + len(body) <= LEGACY_ADV_DATA_MAX):
         body = flags + body
     if len(body) > LEGACY_ADV_DATA_MAX:

@@ -27,7 +27,7 @@ It advertises its name only (Complete Local Name, plus Flags when they fit).
 
 Standalone
 ----------
-    PYTHONPATH=Tools python -m attledtools.peers.gattdb --seed N --dump [--last-ffff] [--name NAME]
+    .venv/bin/python -m attledtools.peers.gattdb --seed N --dump [--last-ffff] [--name NAME]
 
 prints the database JSON (below) on one line and exits, without any world.
 The same options give the same database, handle for handle, as the peer in a

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bumble import att, smp
+from bumble import att, l2cap, smp
+from bumble.gatt import ClientCharacteristicConfigurationBits
 from bumble.device import Connection, Device
 
 logger = logging.getLogger("ledperipheral")
@@ -153,7 +154,7 @@ class LinkMixin:
         while self.connection is connection:
             await asyncio.sleep(self.opts.notify_every_ms / 1000)
             cccd = self.device.gatt_server.subscribers.get(connection, {}).get(button.handle)
-            if cccd and cccd[0] & 0x01 and self.connection is connection:
+            if cccd and cccd[0] & ClientCharacteristicConfigurationBits.NOTIFICATION and self.connection is connection:
                 value = bytes([self.last_command])
                 try:
                     await self.device.notify_subscriber(connection, button, value)
@@ -170,7 +171,7 @@ class LinkMixin:
         def observe(connection, cid, frame) -> None:
             self.emit("l2cap_signal", code=int(frame.code), pdu=bytes(frame).hex())
             pending = manager.connection_parameters_update_response
-            if frame.code == 0x01 and pending is not None and not pending.done():
+            if frame.code == l2cap.CommandCode.L2CAP_COMMAND_REJECT and pending is not None and not pending.done():
                 # Command Reject in place of a Connection Parameter Update Response
                 pending.set_result(-1)
             inner(connection, cid, frame)

@@ -16,7 +16,8 @@ from typing import Any
 from bumble import att, hci
 from bumble.device import Connection, Device, DeviceConfiguration
 from bumble.gatt import (
-    GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR, Characteristic, CharacteristicValue, Descriptor, Service,
+    GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR, Characteristic, CharacteristicValue,
+    ClientCharacteristicConfigurationBits, Descriptor, Service,
 )
 from bumble.host import Host
 
@@ -358,7 +359,7 @@ class LedPeripheral(LinkMixin, SecurityMixin, AttScreenMixin, FaultMixin):
         subscribed = False
         if self.connection is not None:
             cccd = self.device.gatt_server.subscribers.get(self.connection, {}).get(button.handle)
-            subscribed = bool(cccd and cccd[0] & 0x01)
+            subscribed = bool(cccd and cccd[0] & ClientCharacteristicConfigurationBits.NOTIFICATION)
             if subscribed:
                 await self.device.notify_subscriber(self.connection, button, bytes([command]))
         self.emit("notify", char="button", handle=button.handle, value=f"{command:02x}",

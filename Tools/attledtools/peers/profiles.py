@@ -3,6 +3,11 @@
 ``pycom``, ``particle`` and ``harness`` mimic the fixed firmware attled must
 drive (see the package's doc); OTHER_PROFILES are built by other modules of
 this package on the same options and LedPeripheral machinery.
+
+PROFILES is the one Python copy of the boards' UUIDs: the tools and the tests
+import it. attled's own copies are Sources/LEDProfile/LEDProfile.swift and
+Sources/AttledServe/Boards.swift; Tests/integration/test_board_uuids.py reads
+their UUID literals and fails when these differ.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ class ProfileSpec:
     @property
     def is_rgb(self) -> bool:
         return self.name in ("pycom", "particle")
+
+    def char(self, role: str) -> CharSpec:
+        """The characteristic playing ``role`` ("red", "command", "button" ...)."""
+        return next(c for c in self.chars if c.role == role)
 
 
 PROFILES: dict[str, ProfileSpec] = {
@@ -75,8 +84,6 @@ PROFILES: dict[str, ProfileSpec] = {
         ),
     ),
 }
-
-# Profiles built by other modules on the same options and LedPeripheral
 
 # Profiles built by other modules on the same options and LedPeripheral
 # machinery: profile name -> module (of this package).  The module provides

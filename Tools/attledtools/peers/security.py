@@ -19,11 +19,6 @@ ENCRYPTION_REQUIRED = (
     att.Attribute.Permissions.READ_REQUIRES_ENCRYPTION | att.Attribute.Permissions.WRITE_REQUIRES_ENCRYPTION
 )
 
-# SMP AuthReq bits (Core Vol 3, Part H, 3.5.1).
-AUTHREQ_BONDING = 0x01
-AUTHREQ_SC = 0x08
-SMP_PAIRING_REQUEST = 0x01
-
 
 class PeerSmpSession(smp.Session):
     """Bumble's SMP session with a random EDIV/Rand for the legacy LTK.
@@ -129,7 +124,7 @@ class SecurityMixin:
 
         def on_pairing(keys) -> None:
             auth_req = self._peer_auth_req or 0
-            bonded = bool(auth_req & AUTHREQ_BONDING)  # and ours (always bonding)
+            bonded = bool(auth_req & smp.AuthReq.BONDING)  # and ours (always bonding)
             identity = str(connection.peer_address).split("/")[0]
             fields = dict(result="complete", sc=bool(connection.sc), bonded=bonded, identity=identity,
                           irk=keys.irk is not None)
@@ -171,8 +166,8 @@ class SecurityMixin:
 
         def observe(connection, pdu: bytes) -> None:
             self.emit("smp", code=pdu[0] if pdu else -1, pdu=pdu.hex())
-            if len(pdu) >= 4 and pdu[0] == SMP_PAIRING_REQUEST:
-                self._peer_auth_req = pdu[3]
+            if len(pdu) >= 4 and pdu[0] == smp.CommandCode.PAIRING_REQUEST:
+                self._peer_auth_req = pdu[3]  # AuthReq (Core Vol 3, Part H, 3.5.1)
             inner(connection, pdu)
 
         channels[smp.SMP_CID] = observe

@@ -1,10 +1,9 @@
-"""The gateway soak's devices, topics and light model: what a command does to a
-lamp, as attled's gateway must (Sources/AttledHomeAssistant/HALight.swift LightState)."""
+"""The gateway soak's devices, topics and commands. What a command does to a
+lamp is attledtools.halight's Light (attled's LightState, HALight.swift)."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 PREFIX = "attled"
 
@@ -25,34 +24,6 @@ def node(address: str) -> str:
 def topic(name: str, leaf: str) -> str:
     addr = next(a for n, _, a in DEVICES if n == name)
     return f"{PREFIX}/{node(addr)}/{leaf}"
-
-
-# -----------------------------------------------------------------------------
-# The light model (Sources/AttledHomeAssistant/HALight.swift LightState)
-# -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Light:
-    on: bool = False
-    color: tuple[int, int, int] = (255, 255, 255)
-    brightness: int = 255
-
-    def apply(self, cmd: dict) -> Light:
-        c = cmd.get("color")
-        return Light(cmd["state"] == "ON",
-                     (c["r"], c["g"], c["b"]) if c else self.color,
-                     cmd.get("brightness", self.brightness))
-
-    @property
-    def device(self) -> list[int]:
-        if not self.on:
-            return [0, 0, 0]
-        return [(ch * self.brightness + 127) // 255 for ch in self.color]
-
-    @property
-    def state(self) -> dict:
-        r, g, b = self.color
-        return {"state": "ON" if self.on else "OFF", "color_mode": "rgb", "brightness": self.brightness,
-                "color": {"r": r, "g": g, "b": b}}
 
 
 def random_light_command(rng: random.Random, full: bool = False, absolute: bool = False) -> dict:

@@ -57,8 +57,9 @@ from attledtools import REPO_ROOT
 from attledtools.drivers.attledproc import AttledProcess
 from attledtools.drivers.mqttbroker import Broker, Msg, Watcher
 from attledtools.drivers.worldproc import WorldProcess
+from attledtools.halight import Light
 from attledtools.soak.gatewayfigures import Figures, report
-from attledtools.soak.gatewaymodel import DEVICES, LAMPS, PREFIX, PRESS_BYTES, Light, random_light_command, topic
+from attledtools.soak.gatewaymodel import DEVICES, LAMPS, PREFIX, PRESS_BYTES, random_light_command, topic
 from attledtools.soak.gatewayprocs import Device, retained
 
 ROOT = REPO_ROOT

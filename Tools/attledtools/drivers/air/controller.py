@@ -72,7 +72,7 @@ class HostController(Controller):
     def send_hardware_error(self, code: int = 0x01) -> None:
         """Send an HCI Hardware Error event (0x10) to the host."""
         if self.host is not None:
-            packet = bytes([hci.HCI_EVENT_PACKET, 0x10, 0x01, code & 0xFF])
+            packet = bytes([hci.HCI_EVENT_PACKET, hci.HCI_HARDWARE_ERROR_EVENT, 0x01, code & 0xFF])
             asyncio.get_running_loop().call_soon(self.host.on_packet, packet)
 
     def on_hci_command_packet(self, command: hci.HCI_Command) -> None:
