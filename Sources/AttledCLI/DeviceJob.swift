@@ -28,10 +28,8 @@ final class DeviceJob {
     private(set) var failure: RunError?
     private(set) var link: Link?
     var device: DiscoveredDevice?
-    /// A Service Changed indication arrived: cached handles may be stale.
-    private var serviceChanged = false
-    /// The LED service the job resolved (cache or discovery).
-    private var resolvedService: Service?
+    /// The lamp's session on the link.
+    private(set) var session: LampSession?
     /// Notifications received by `listen`.
     private(set) var notifications = 0
     /// Called when the job finishes.
@@ -114,43 +112,25 @@ final class DeviceJob {
         report.done("\(at)handle 0x\(Hex.int(c.handle, width: 4)), interval \(formatMs(us: c.intervalMicroseconds, decimals: 2)) ms\(c.airRequestSuffix)")
     }
 
-    /// Runs the job on a connected link.
+    /// Runs the job on a connected link, through the lamp's session (set-up,
+    /// stale caches, encryption; see `LampSession`).
     func run(on link: Link) {
         self.link = link
         state = .working
         link.bearer.transactionTimeoutMs = opts.attTimeoutMs ?? Session.defaultATTMs
-        link.bearer.onIndication = { [weak self] hv in self?.noteIndication(hv) }
         link.l2cap.onConnectionParameterRequest = { [opts] p, ok in
             if opts.trace != .off {
                 Console.err("attled: peer asked for connection interval \(formatMs(us: UInt64(p.intervalMin) * 1250, decimals: 2))-\(formatMs(us: UInt64(p.intervalMax) * 1250, decimals: 2)) ms: \(ok ? "accepted" : "rejected")")
             }
         }
-        let advertised = device?.serviceUUIDs ?? []
-        securer.attach(link)
-        securer.upFront(link)
-            .flatMap { [self] in resolver.start(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report) }
-            .flatMap { [self] (led, source) -> Future<Void> in
-                report.fields.append(("profile", .string(led.profile.name)))
-                report.fields.append(("cache", .string(source.rawValue)))
-                resolvedService = led.service
-                // Service Changed for our range while the cache was checked:
-                // discover before acting, so nothing is written twice.
-                if source == .cache, serviceChanged, link.isConnected {
-                    report.progress("cached handles changed (Service Changed); discovering again")
-                    return rediscoverAndAct(link, advertised)
-                }
-                return act(link, led).recover { [self] e in
-                    // Cached handles the device rejects mean the cache was stale:
-                    // discover again in the same connection and redo the job.
-                    guard source == .cache, link.isConnected, Self.isStaleHandleError(e) else { throw e }
-                    report.progress("cached handles failed (\(e)); discovering again")
-                    return rediscoverAndAct(link, advertised)
-                }.flatMap { [self] () -> Future<Void> in
-                    guard source == .cache, serviceChanged, link.isConnected else { return .done }
-                    report.progress("cached handles changed (Service Changed); discovering again")
-                    return rediscoverAndAct(link, advertised)
-                }
-            }
+        let lamp = LampSession(link: link, resolver: resolver, securer: securer, advertised: device?.serviceUUIDs ?? [],
+                               deviceName: deviceName, report: report)
+        session = lamp
+        lamp.onResolved = { [report] led, source in
+            report.fields.append(("profile", .string(led.profile.name)))
+            report.fields.append(("cache", .string(source.rawValue)))
+        }
+        lamp.start { [self] led in actOnce(lamp, led) }
             .whenComplete { [self] r in
                 switch r {
                 case .success: finish()
@@ -159,97 +139,24 @@ final class DeviceJob {
             }
     }
 
-    private func rediscoverAndAct(_ link: Link, _ advertised: [BluetoothUUID]) -> Future<Void> {
-        resolver.forget(link.peer)
-        serviceChanged = false
-        return resolver.startDiscover(link.gatt, peer: link.peer, advertised: advertised, deviceName: deviceName, report: report)
-            .flatMap { [self] led in resolvedService = led.service; return act(link, led) }
-    }
-
-    /// An error that a stale cached handle explains (not a dead link or a silent peer).
-    static func isStaleHandleError(_ e: any Error) -> Bool {
-        if case ATTError.timeout = e { return false }
-        if case ATTError.disconnected = e { return false }
-        return e is ATTError || e is GATTError
-    }
-
-    /// A Service Changed indication (Core Vol 3 Part G 7.1: a 4-byte
-    /// affected handle range, indicated from outside the LED service)
-    /// invalidates the cache only when that range overlaps the LED service
-    /// the job uses; any other change leaves the job and the cache alone.
-    func noteIndication(_ hv: HandleValue) {
-        guard hv.value.count == 4, let l = link else { return }
-        let start = UInt16(hv.value[0]) | UInt16(hv.value[1]) << 8
-        let end = UInt16(hv.value[2]) | UInt16(hv.value[3]) << 8
-        let ours = resolvedService ?? resolver.entry(l.peer)?.service
-        if let svc = ours {
-            // An indication from inside the LED service is one of its characteristics.
-            if (svc.start...svc.end).contains(hv.handle) { return }
-            guard start <= svc.end && end >= svc.start else {
-                report.progress("the device indicated Service Changed for 0x\(Hex.int(start, width: 4))-0x\(Hex.int(end, width: 4)), outside the LED service 0x\(Hex.int(svc.start, width: 4))-0x\(Hex.int(svc.end, width: 4)): cache kept")
-                return
-            }
-        }
-        serviceChanged = true
-        resolver.forget(l.peer)
-        report.progress("the device indicated Service Changed for 0x\(Hex.int(start, width: 4))-0x\(Hex.int(end, width: 4)) (handle 0x\(Hex.int(hv.handle, width: 4))): cache invalidated")
-    }
-
     // MARK: actions
 
-    /// Acts, securing the link and acting once more when the device asks for encryption.
-    func act(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
-        protectWriteCommands(link, led).flatMap { [self] in securer.retrying(link) { [self] in actOnce(link, led) } }
-    }
-
-    /// A Write Command to a characteristic that needs encryption is dropped
-    /// by the device without an error: a success that did not happen. So
-    /// before writing with Write Commands on a link that is not encrypted,
-    /// find out once per device whether the LED characteristics need
-    /// encryption (a Read of one of them: they are readable), remember it in
-    /// the cache, and secure the link first when they do.
-    func protectWriteCommands(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
-        let written: [Characteristic]
-        switch opts.command {
-        case .set: written = led.rgb ?? []
-        case .send: written = led.command.map { [$0] } ?? []
-        default: written = []
-        }
-        guard !link.security.isEncrypted,
-              written.contains(where: { !$0.properties.contains(.write) && $0.properties.contains(.writeWithoutResponse) }) else { return .done }
-        if let known = resolver.entry(link.peer)?.needsEncryption {
-            return known ? securer.secure(link) : .done
-        }
-        guard let probe = written.first(where: { $0.properties.contains(.read) }) else { return .done }
-        let record = { [resolver] (needs: Bool) in
-            guard var e = resolver.entry(link.peer) else { return }
-            e.needsEncryption = needs
-            resolver.save(link.peer, e)
-        }
-        return link.gatt.startRead(probe.valueHandle).map { _ in record(false) }.recover { [self] e -> Future<Void> in
-            guard Securer.needsSecurity(e) else { return .done } // unknown: write as before
-            record(true)
-            report.progress("the LED characteristics need an encrypted link (\(e)): a Write Command would be dropped")
-            return securer.secure(link, because: "\(e): the device drops Write Commands until the link is encrypted")
-        }
-    }
-
-    private func actOnce(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+    private func actOnce(_ lamp: LampSession, _ led: ResolvedLED) -> Future<Void> {
         Future.attempt {
             switch opts.command {
-            case .set: return setColour(link, led)
-            case .get: return get(link, led)
-            case .send: return try send(link, led)
-            case .listen: return try listen(link, led)
+            case .set: return setColour(lamp)
+            case .get: return get(lamp.link, led)
+            case .send: return try send(lamp, led)
+            case .listen: return try listen(lamp, led)
             default: return .done
             }
         }
     }
 
-    func setColour(_ link: Link, _ led: ResolvedLED) -> Future<Void> {
+    func setColour(_ lamp: LampSession) -> Future<Void> {
         guard let rgb = opts.led.rgb else { return .done }
         report.begin(.write)
-        return LEDOperations.startSetColour(link.gatt, led, rgb).map { [self] kinds in
+        return lamp.startSetColour(rgb).map { [self] kinds in
             let how = kinds.count == 2 ? "Write Request/Command" : (kinds.contains(true) ? "Write Request" : "Write Command")
             report.done("\(rgb) with \(how) x3")
             report.fields.append(("rgb", .array([.int(Int64(rgb.r)), .int(Int64(rgb.g)), .int(Int64(rgb.b))])))
@@ -297,19 +204,18 @@ final class DeviceJob {
         }
     }
 
-    func send(_ link: Link, _ led: ResolvedLED) throws -> Future<Void> {
+    func send(_ lamp: LampSession, _ led: ResolvedLED) throws -> Future<Void> {
         guard let value = opts.value else { return .done }
         let c = try pickCharacteristic(led, default: led.command)
         report.begin(.write)
-        return LEDOperations.startWrite(link.gatt, c, value).flatMap { withResponse -> Future<Bool> in
-            withResponse ? Future(value: true) : link.stack.host.startDrain(handle: link.connection.handle).map { false }
-        }.map { [self] withResponse in
+        return lamp.startWrite(c, value).map { [self] withResponse in
             report.done("\(Hex.string(value)) to \(c.uuid) (handle 0x\(Hex.int(c.valueHandle, width: 4))) with \(withResponse ? "Write Request" : "Write Command")")
             report.fields.append(("value", .string(Hex.string(value, separator: ""))))
         }
     }
 
-    func listen(_ link: Link, _ led: ResolvedLED) throws -> Future<Void> {
+    func listen(_ lamp: LampSession, _ led: ResolvedLED) throws -> Future<Void> {
+        let link = lamp.link
         let c = try pickCharacteristic(led, default: led.notifier)
         guard c.properties.contains(.notify) || c.properties.contains(.indicate) else {
             throw GATTError.notPermitted(c.uuid, operation: "notifications", properties: c.properties)
@@ -334,10 +240,7 @@ final class DeviceJob {
                 done.succeed(())
             }
         }
-        link.bearer.onNotification = handler
-        link.bearer.onIndication = { [weak self] hv in
-            if hv.handle == c.valueHandle { handler(hv) } else { self?.noteIndication(hv) }
-        }
+        lamp.onValue = handler
         link.onDisconnect = { reason in done.fail(ATTError.disconnected(reason: reason)) }
         return link.gatt.startSubscribe(c, indications: !c.properties.contains(.notify)).flatMap { [self] in
             report.done("\(c.uuid) (handle 0x\(Hex.int(c.valueHandle, width: 4))); Ctrl-C stops")

@@ -58,7 +58,8 @@ public func classify(_ error: Error) -> RunError {
         switch e { case .notFound: return RunError(e.description, .deviceNotFound) }
     case let e as LEDOperations.Failure:
         switch e {
-        case .noLEDService: return RunError(e.description, .notFound)
+        case .noLEDService: return RunError(e.description + "; describe it with --service --red --green --blue", .notFound)
+        case .notResolved: return RunError(e.description, .notFound)
         case .emptyValue: return RunError(e.description, .attError)
         }
     case let e as ATTError:

@@ -221,7 +221,7 @@ final class GATTTool {
         do {
             if method == .command {
                 // A Write Command gets no error: a protected value drops it silently (write --pair).
-                _ = try wait(gatt.startWrite(t.handle, value: value, withResponse: false).flatMap { link.stack.host.startDrain(handle: link.connection.handle) })
+                _ = try wait(gatt.startWriteDone(t.handle, value: value, withResponse: false))
             } else {
                 _ = try wait(securer.retrying(link) { gatt.startWrite(t.handle, value: value, withResponse: true) })
             }

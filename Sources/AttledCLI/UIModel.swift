@@ -46,6 +46,8 @@ final class UIModel {
     var profileName = "-"
     var led: ResolvedLED?
     var link: Link?
+    /// The lamp's session on `link`.
+    var session: LampSession?
     var writes = 0
     /// A failure that ends the UI (no LED service on the device).
     var fatal: RunError?
@@ -169,63 +171,57 @@ final class UIModel {
         names = Self.rgbNames
         desired = [0, 0, 0]; onDevice = [nil, nil, nil]; inFlight = [false, false, false]
         pressed = [false, false]; commandQueue.removeAll(); sendingCommand = false
-        link = nil; led = nil
+        link = nil; led = nil; session = nil
     }
 
-    /// A link is up: find the LED characteristics, take the device's values
-    /// (or subscribe to the harness), enable the sliders.
+    /// A link is up: the lamp's session finds the LED characteristics and
+    /// takes the device's values (or subscribes to the harness); then the
+    /// sliders are enabled.
     func linkUp(_ d: KeptDevice, _ l: Link) {
         link = l
         device = d
         let rssi = l.stack.central.devices[d.address]?.rssi
         deviceLine = "\(d.name ?? "(no name)")  \(d.address)" + (rssi.map { "  RSSI \($0) dBm" } ?? "")
-        let gatt = l.gatt
-        resolver.start(gatt, peer: d.address, advertised: d.advertised, deviceName: d.name ?? d.address.description, report: Report(prefix: "", quiet: true))
-            .flatMap { [weak self] (r, _) -> Future<Void> in
-                guard let self, self.link === l else { return .done }
-                self.led = r
-                self.profileName = r.profile.name
-                if let chars = r.rgb {
-                    return self.readBack(gatt, chars)
-                }
-                self.names = ["Button 1", "Button 2", ""]
-                l.bearer.onNotification = { [weak self] hv in
-                    guard let self else { return }
-                    self.notifications.append(Hex.string(hv.value))
-                    if self.notifications.count > 12 { self.notifications.removeFirst() }
-                    self.changed()
-                }
+        let lamp = LampSession(link: l, resolver: resolver, securer: nil, advertised: d.advertised,
+                               deviceName: d.name ?? d.address.description, report: Report(prefix: "", quiet: true))
+        session = lamp
+        lamp.onResolved = { [weak self] r, _ in
+            guard let self else { return }
+            self.led = r
+            self.profileName = r.profile.name
+            if !r.profile.isRGB { self.names = ["Button 1", "Button 2", ""] }
+        }
+        lamp.onValue = { [weak self] hv in
+            guard let self, self.isHarness else { return }
+            self.notifications.append(Hex.string(hv.value))
+            if self.notifications.count > 12 { self.notifications.removeFirst() }
+            self.changed()
+        }
+        lamp.startPrepared().whenComplete { [weak self] r in
+            guard let self, self.link === l else { return }
+            switch r {
+            case .success(.colour(let values)):
+                for (i, v) in values.enumerated() { if let v { self.desired[i] = Int(v); self.onDevice[i] = Int(v) } }
+                self.status = "read \(self.desired[0]),\(self.desired[1]),\(self.desired[2]) from the device"
+                self.ready(d)
+            case .success(.subscribed):
                 self.status = "subscribed to notifications"
-                guard let n = r.notifier else { return .done }
-                return gatt.startSubscribe(n, indications: !n.properties.contains(.notify))
+                self.ready(d)
+            case .failure(let e as GATTError):
+                self.fail(classify(e))
+            case .failure(let e as LEDOperations.Failure):
+                self.fail(classify(e))
+            case .failure(let e):
+                if case ATTError.disconnected = e {} else { self.status = "\(e)" }
+                self.keeper.setupFailed(d)
             }
-            .whenComplete { [weak self] r in
-                guard let self, self.link === l else { return }
-                switch r {
-                case .success:
-                    self.enabled = true
-                    self.keeper.ready(d)
-                case .failure(let e as GATTError):
-                    self.fail(RunError(e.description, .notFound))
-                case .failure(let e as LEDOperations.Failure):
-                    self.fail(RunError(e.description, .notFound))
-                case .failure(let e):
-                    if case ATTError.disconnected = e {} else { self.status = "\(e)" }
-                    self.keeper.setupFailed(d)
-                }
-                self.changed()
-            }
+            self.changed()
+        }
     }
 
-    /// Reads each readable colour characteristic into the sliders.
-    func readBack(_ gatt: GATTClient, _ chars: [Characteristic]) -> Future<Void> {
-        var f: Future<Void> = .done
-        for (i, c) in chars.enumerated() where c.properties.contains(.read) {
-            f = f.flatMap { gatt.startRead(c.valueHandle) }.map { [weak self] v in
-                if let self, let b = v.first { self.desired[i] = Int(b); self.onDevice[i] = Int(b) }
-            }
-        }
-        return f.map { [weak self] in self?.status = "read \(self?.desired[0] ?? 0),\(self?.desired[1] ?? 0),\(self?.desired[2] ?? 0) from the device" }
+    private func ready(_ d: KeptDevice) {
+        enabled = true
+        keeper.ready(d)
     }
 
     /// No LED service: the UI ends with that error.
@@ -240,16 +236,12 @@ final class UIModel {
     /// Writes what changed: one write per characteristic in flight, the
     /// latest value next; the harness's commands one at a time, in order.
     func flushWrites() {
-        guard let led, enabled, let l = link, l.isConnected, let host else { return }
+        guard let led, enabled, let l = link, l.isConnected, let lamp = session else { return }
         if let chars = led.rgb {
             for i in 0..<3 where onDevice[i] != desired[i] && !inFlight[i] {
                 let v = desired[i]
                 inFlight[i] = true
-                LEDOperations.startWrite(l.gatt, chars[i], [UInt8(v)])
-                    .flatMap { withResponse -> Future<Void> in
-                        // A Write Command is done once the controller sent it.
-                        withResponse ? .done : host.startDrain(handle: l.connection.handle)
-                    }
+                lamp.startWrite(chars[i], [UInt8(v)])
                     .whenComplete { [weak self] r in
                         guard let self, self.link === l else { return }
                         self.inFlight[i] = false
@@ -264,7 +256,7 @@ final class UIModel {
         } else if let c = led.command, !sendingCommand, !commandQueue.isEmpty {
             let cmd = commandQueue.removeFirst()
             sendingCommand = true
-            LEDOperations.startWrite(l.gatt, c, cmd).whenComplete { [weak self] r in
+            lamp.startWrite(c, cmd).whenComplete { [weak self] r in
                 guard let self, self.link === l else { return }
                 self.sendingCommand = false
                 if case .failure(let e) = r { self.status = "\(e)"; self.changed(); return }

@@ -47,14 +47,13 @@ extension Gateway {
         // A link whose connection just ended is torn down layer by layer before
         // the gateway hears of it (the failed write's completion comes first):
         // nothing is written on it; linkDown follows and the link is made again.
-        guard let link = dev.link, link.isConnected, let led = dev.led, !dev.isWriting, let want = dev.wanted, let ha = dev.ha else { return }
+        guard let link = dev.link, link.isConnected, let session = dev.session, dev.led != nil, !dev.isWriting, let want = dev.wanted, let ha = dev.ha else { return }
         keeper.busy(dev.device)
         dev.wanted = nil
         dev.write = .writing(want)
         let c = want.deviceColour
         let started = dev.commandAt
-        let op: () -> Future<Void> = { LEDOperations.startSetColour(link.gatt, led, RGB(c.r, c.g, c.b)).map { _ in } }
-        (dev.securer?.retrying(link, op) ?? op()).whenComplete { [weak self] r in
+        session.act { _ in session.startSetColour(RGB(c.r, c.g, c.b)).map { _ in } }.whenComplete { [weak self] r in
             guard let self else { return }
             dev.write = .none
             switch r {
@@ -76,7 +75,7 @@ extension Gateway {
     }
 
     func press(_ dev: GatewayLamp, _ b: HarnessButton) {
-        guard let link = dev.link, link.isConnected, let led = dev.led, let cmd = led.command, let h = keeper.stack?.host else {
+        guard let link = dev.link, link.isConnected, let session = dev.session, let cmd = dev.led?.command, let h = keeper.stack?.host else {
             if dev.device.mode == .onDemand {
                 dev.pendingPress = b
                 keeper.need(dev.device)
@@ -87,10 +86,10 @@ extension Gateway {
         }
         log("gateway: \(dev.label): button \(b.rawValue)")
         keeper.busy(dev.device)
-        _ = LEDOperations.startWrite(link.gatt, cmd, [b.pressByte])
+        _ = session.act { _ in session.startWrite(cmd, [b.pressByte]).map { _ in } }
         _ = h.schedule(afterMs: HarnessButton.holdMs) { [weak self] in
             guard dev.link === link else { return }
-            LEDOperations.startWrite(link.gatt, cmd, [b.releaseByte]).whenComplete { r in
+            session.act { _ in session.startWrite(cmd, [b.releaseByte]).map { _ in } }.whenComplete { r in
                 if case .failure(let e) = r { self?.log("gateway: \(dev.label): release of button \(b.rawValue) failed: \(e)") }
                 self?.keeper.idle(dev.device)
             }

@@ -8,8 +8,10 @@ import AttledHomeAssistant
 /// characteristics, its Home Assistant device, its light state and writes.
 final class GatewayLamp {
     let device: KeptDevice
-    var led: ResolvedLED?
-    var securer: Securer?
+    /// The lamp's session on its link (set-up, writes, security).
+    var session: LampSession?
+    /// Its LED characteristics, once the session resolved them.
+    var led: ResolvedLED? { session?.led }
     var ha: HADevice?
     /// What the lamp has (read back on connect, then what was written).
     var light: LightState?
@@ -38,63 +40,54 @@ final class GatewayLamp {
 /// Home Assistant, marked offline when the link goes down.
 extension Gateway {
 
-    /// A link is up: security, the LED characteristics (cache or discovery),
-    /// the colour read back or the harness subscribed; then ready.
+    /// A link is up: the lamp's session sets it up (security, the LED
+    /// characteristics from the cache or by discovery, the colour read back
+    /// or the harness subscribed); then ready.
     func lampUp(_ lamp: GatewayLamp, _ link: Link) {
         let report = Report(prefix: "gateway: \(lamp.label): ", quiet: !config.verbose)
         report.output = { [weak self] line in self?.log(line) }
         let sec = Securer(policy: config.security, store: bonds, report: report)
-        sec.attach(link)
-        lamp.securer = sec
         let d = lamp.device
-        sec.upFront(link)
-            .flatMap { [self] in resolver.start(link.gatt, peer: link.peer, advertised: d.advertised, deviceName: lamp.label, report: report) }
-            .flatMap { [self] (led, _) -> Future<Void> in
-                lamp.led = led
-                return prepare(lamp, link, led, sec)
-            }
-            .whenComplete { [weak self] r in
-                guard let self else { return }
-                switch r {
-                case .success:
-                    self.keeper.ready(d)
-                    if let b = lamp.pendingPress { lamp.pendingPress = nil; self.press(lamp, b) }
-                    self.log("gateway: \(lamp.label): ready (\(lamp.led?.profile.name ?? "?"))")
-                    self.announce(lamp)
-                    self.flush(lamp)
-                case .failure(let e):
-                    self.log("gateway: \(lamp.label): setup failed: \(e); disconnecting")
-                    self.keeper.setupFailed(d)
+        let session = LampSession(link: link, resolver: resolver, securer: sec, advertised: d.advertised, deviceName: lamp.label, report: report)
+        lamp.session = session
+        session.onResolved = { [weak self] led, _ in
+            lamp.ha = try? self?.haDevice(lamp, led.profile)
+        }
+        session.onValue = { [weak self] hv in
+            guard let self, hv.handle == lamp.led?.notifier?.valueHandle, let ha = lamp.ha else { return }
+            self.publish(self.topics.notifications(ha), HomeAssistant.notificationText(hv.value), retain: false)
+        }
+        session.startPrepared().whenComplete { [weak self] r in
+            guard let self else { return }
+            switch r {
+            case .success where lamp.ha == nil:
+                self.log("gateway: \(lamp.label): setup failed: no Home Assistant device for \(lamp.device.address); disconnecting")
+                self.keeper.setupFailed(d)
+            case .success(let prepared):
+                if case let .colour(values) = prepared, values.count == 3, let r = values[0], let g = values[1], let b = values[2] {
+                    // The state reports what the lamp has: one that lost power (or
+                    // was set by someone else) is believed, not the state from
+                    // before; one that still shows it keeps its split into colour
+                    // and brightness.
+                    let has = LightColour(r, g, b)
+                    if lamp.light?.deviceColour != has { lamp.light = LightState.readBack(has) }
                 }
+                self.keeper.ready(d)
+                if let b = lamp.pendingPress { lamp.pendingPress = nil; self.press(lamp, b) }
+                self.log("gateway: \(lamp.label): ready (\(lamp.led?.profile.name ?? "?"))")
+                self.announce(lamp)
+                self.flush(lamp)
+            case .failure(let e):
+                self.log("gateway: \(lamp.label): setup failed: \(e); disconnecting")
+                self.keeper.setupFailed(d)
             }
+        }
     }
 
     /// The Home Assistant device of a lamp with this profile.
     func haDevice(_ lamp: GatewayLamp, _ profile: LEDProfile) throws -> HADevice {
         try HADevice(id: lamp.device.address.address.description, name: lamp.device.name ?? lamp.device.address.address.description,
                      model: profile.name, kind: profile.isRGB ? .light : .harness)
-    }
-
-    /// Reads the colour back (lights) or subscribes to notifications (harness).
-    func prepare(_ lamp: GatewayLamp, _ link: Link, _ led: ResolvedLED, _ sec: Securer) -> Future<Void> {
-        do { lamp.ha = try haDevice(lamp, led.profile) } catch { return Future(error: GatewayError.configuration("\(error)")) }
-        if led.profile.isRGB {
-            guard led.rgb?.allSatisfy({ $0.properties.contains(.read) }) == true else { return .done }
-            return sec.retrying(link) { LEDOperations.startReadColour(link.gatt, led) }.map { rgb in
-                // The state reports what the lamp has: one that lost power (or
-                // was set by someone else) is believed, not the state from
-                // before; one that still shows it keeps its split into colour
-                // and brightness.
-                let has = LightColour(rgb.r, rgb.g, rgb.b)
-                if lamp.light?.deviceColour != has { lamp.light = LightState.readBack(has) }
-            }
-        }
-        guard let n = led.notifier, n.properties.contains(.notify) || n.properties.contains(.indicate) else { return .done }
-        link.bearer.onNotification = { [weak self] hv in
-            guard let self, hv.handle == n.valueHandle, let ha = lamp.ha else { return }
-            self.publish(self.topics.notifications(ha), HomeAssistant.notificationText(hv.value), retain: false)
-        }
-        return sec.retrying(link) { link.gatt.startSubscribe(n, indications: !n.properties.contains(.notify)) }
     }
 
     /// Discovery configs, availability and state of a lamp.
@@ -118,7 +111,7 @@ extension Gateway {
     /// The link went down: nothing more is written on it; the lamp is
     /// offline until it is back, except an on-demand lamp let go.
     func lampDown(_ lamp: GatewayLamp, planned: Bool) {
-        lamp.led = nil
+        lamp.session = nil
         lamp.write = .none
         if planned { return }
         if keeper.stopping {

@@ -259,6 +259,22 @@ public final class GATTClient {
         return .done
     }
 
+    /// Completes when the controller has sent every packet queued on this
+    /// bearer's link so far (Number Of Completed Packets, Core Vol 4 Part E
+    /// 7.7.19): a Write Command gets no reply, so this is when it is done;
+    /// a link closed before loses what is still queued.
+    /// - Returns: a future that fails with `ACLDrainTimeout` after `timeoutMs`.
+    public func startSent(timeoutMs: Int = 5000) -> Future<Void> {
+        host.startDrain(handle: bearer.link.handle, timeoutMs: timeoutMs)
+    }
+
+    /// `startWrite(_:value:withResponse:)`, done only when it is done: the
+    /// Write Response received, or the Write Command sent (`startSent`).
+    public func startWriteDone(_ handle: UInt16, value: [UInt8], withResponse: Bool) -> Future<Void> {
+        let f = startWrite(handle, value: value, withResponse: withResponse)
+        return withResponse ? f : f.flatMap { self.startSent() }
+    }
+
     /// Blocking form of `startWrite(_:value:withResponse:)`.
     /// - Throws: `ATTError`, `HCIError`.
     public func write(_ handle: UInt16, value: [UInt8], withResponse: Bool) throws {

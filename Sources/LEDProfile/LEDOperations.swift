@@ -13,13 +13,17 @@ public enum LEDOperations {
         case noLEDService(device: String)
         /// A characteristic returned an empty value where a byte was expected.
         case emptyValue(BluetoothUUID)
+        /// A lamp's operation before its characteristics were resolved.
+        case notResolved(device: String)
 
         public var description: String {
             switch self {
             case .noLEDService(let d):
-                return "\(d) has none of the known LED services (pycom \(LEDProfile.pycom.service), particle \(LEDProfile.particle.service), harness \(LEDProfile.harness.service)); describe it with --service --red --green --blue"
+                return "\(d) has none of the known LED services (pycom \(LEDProfile.pycom.service), particle \(LEDProfile.particle.service), harness \(LEDProfile.harness.service))"
             case .emptyValue(let u):
                 return "characteristic \(u) returned an empty value"
+            case .notResolved(let d):
+                return "\(d): its LED characteristics are not resolved yet"
             }
         }
     }
@@ -60,14 +64,19 @@ public enum LEDOperations {
     }
 
     /// Writes `value` with the type the characteristic's properties call for:
-    /// Write Request when it has `write`, else Write Command.
+    /// Write Request when it has `write`, else Write Command; done when it is
+    /// (the Write Response, or the Write Command sent by the controller), or
+    /// with `queued`, a Write Command as soon as it is queued (writes back to
+    /// back, then `GATTClient.startSent`).
     /// - Returns: a future of whether a Write Request was used.
-    public static func startWrite(_ gatt: GATTClient, _ c: Characteristic, _ value: [UInt8]) -> Future<Bool> {
+    public static func startWrite(_ gatt: GATTClient, _ c: Characteristic, _ value: [UInt8], queued: Bool = false) -> Future<Bool> {
         if c.properties.contains(.write) {
             return gatt.startWrite(c.valueHandle, value: value, withResponse: true).map { true }
         }
         if c.properties.contains(.writeWithoutResponse) {
-            return gatt.startWrite(c.valueHandle, value: value, withResponse: false).map { false }
+            let f = queued ? gatt.startWrite(c.valueHandle, value: value, withResponse: false)
+                           : gatt.startWriteDone(c.valueHandle, value: value, withResponse: false)
+            return f.map { false }
         }
         return Future(error: GATTError.notPermitted(c.uuid, operation: "writes", properties: c.properties))
     }
@@ -88,10 +97,10 @@ public enum LEDOperations {
         var kinds = Set<Bool>()
         // A Write Command's future completes as it is queued: the next write follows at once.
         return sequentially(Array(zip(chars, [rgb.r, rgb.g, rgb.b]))) { (c, v) -> Future<Void> in
-            startWrite(gatt, c, [v]).map { kinds.insert($0); return () }
+            startWrite(gatt, c, [v], queued: true).map { kinds.insert($0); return () }
         }.flatMap { () -> Future<Set<Bool>> in
             guard kinds.contains(false) else { return Future(value: kinds) }
-            return gatt.host.startDrain(handle: gatt.bearer.link.handle).map { kinds }
+            return gatt.startSent().map { kinds }
         }
     }
 

@@ -9,6 +9,7 @@ import Testing
 @testable import AttledHomeAssistant
 @testable import Attled
 @testable import AttledGateway
+@testable import AttledLED
 
 /// The gateway's command logic (issue 20) on a scripted controller, no
 /// broker: Home Assistant commands coalesce while a write is in flight, the
@@ -44,7 +45,9 @@ struct GatewayCommandTests {
             let chars = [(r, UInt16(0x10)), (g, 0x12), (b, 0x14)].map { u, h in
                 Characteristic(declarationHandle: h - 1, properties: [.read, .write], valueHandle: h, uuid: u, end: h)
             }
-            lamp.led = try ResolvedLED(profile: p, service: Service(uuid: p.service, start: 0x0C, end: 0x14), characteristics: chars)
+            let session = LampSession(link: try #require(link), resolver: gateway.resolver, securer: nil, advertised: [], deviceName: "Lamp1", report: Report(prefix: "", quiet: true))
+            lamp.session = session
+            session.use(try ResolvedLED(profile: p, service: Service(uuid: p.service, start: 0x0C, end: 0x14), characteristics: chars))
             lamp.ha = try HADevice(id: "C0:11:22:33:44:55", name: "Lamp1", model: "pycom", kind: .light)
             lamp.light = LightState.readBack(LightColour(1, 2, 3))
         }
