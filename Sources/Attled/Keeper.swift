@@ -32,12 +32,24 @@
 ///     }
 ///     try keeper.run()   // until SIGINT/SIGTERM (HCIError.interrupted) or stop()
 public final class DeviceKeeper {
+    /// Whether kept devices come back from the Filter Accept List; off says
+    /// why in the app's words (the keeper's "reconnects: by scanning (WHY)").
+    public enum AcceptListUse: Sendable, Equatable {
+        case whenSupported
+        case off(because: String)
+    }
+
     /// How the keeper paces and bounds its work (for every owner).
     public struct Policy: Sendable {
         /// At most this many links (nil: what the controller holds).
         public var maxLinks: Int?
         /// Reconnect kept devices from the controller's Filter Accept List when it has one.
-        public var useAcceptList = true
+        public var acceptList = AcceptListUse.whenSupported
+        /// `acceptList` as a switch (off: "turned off").
+        public var useAcceptList: Bool {
+            get { acceptList == .whenSupported }
+            set { acceptList = newValue ? .whenSupported : .off(because: "turned off") }
+        }
         /// Active scanning (scan requests: names in scan responses are heard).
         public var activeScan = true
         /// One connection attempt's bound.
@@ -52,6 +64,9 @@ public final class DeviceKeeper {
         public var acceptIgnoredAfterMs = 1_500
         /// The period of the housekeeping tick (scanning, the accept list).
         public var tickMs = 500
+        /// A remembered address (an earlier run's) is tried this long before
+        /// the device is looked for by scanning instead.
+        public var rememberedAddressMs = 1_000
 
         public init() {}
     }
@@ -73,6 +88,9 @@ public final class DeviceKeeper {
         /// A connection attempt failed (the device backs off, or is gone
         /// when the policy does not reconnect).
         case connectFailed(KeptDevice, error: any Error)
+        /// `device` did not answer at its remembered address: the keeper
+        /// forgot it, and a report from it is judged by the owners again.
+        case notAtRememberedAddress(KeptDevice, error: any Error)
         /// A scan could not be started (tried again on the next tick).
         case scanFailed(any Error)
         /// `device`'s state changed (from `from`); the keeper's one setter emits it.
@@ -82,7 +100,7 @@ public final class DeviceKeeper {
         var device: KeptDevice? {
             switch self {
             case let .linkUp(d, _), let .linkDown(d, _, _), let .becameOnDemand(d, _), let .connectFailed(d, _),
-                 let .stateChanged(d, _):
+                 let .notAtRememberedAddress(d, _), let .stateChanged(d, _):
                 return d
             case .controllerLost, .controllerBack, .waitingFromAcceptList, .scanFailed:
                 return nil

@@ -44,7 +44,7 @@ extension DeviceKeeper {
     func chooseReconnectPath(_ stack: BLEStack) {
         reconnectPath = .unknown
         let info = stack.info
-        if !policy.useAcceptList { return setPath(.scanning(why: "--no-accept-list")) }
+        if case let .off(why) = policy.acceptList { return setPath(.scanning(why: why)) }
         if let why = acceptListIgnored { return setPath(.scanning(why: why)) }
         guard info.supportsAcceptList else {
             return setPath(.scanning(why: "the controller lists no Filter Accept List commands"))

@@ -24,17 +24,19 @@ extension DeviceKeeper {
         _ = link.startDisconnect()
     }
 
-    /// A device at a known address (given, or remembered from an earlier
-    /// run), claimed by `owner` and connected at the keeper's next chance
-    /// without waiting for a report; `timeoutMs` bounds its attempts
-    /// instead of the policy's (a remembered address is tried briefly before
-    /// a scan).
+    /// A device at a known address, claimed by `owner` and connected at the
+    /// keeper's next chance without waiting for a report; `timeoutMs` bounds
+    /// its attempts instead of the policy's. An address `remembered` from
+    /// before (a cache) is tried for `policy.rememberedAddressMs` at most;
+    /// when the device does not answer there, the keeper forgets it and
+    /// emits `.notAtRememberedAddress` (the owner looks for it by scanning).
     @discardableResult
     public func reach(_ address: DeviceAddress, for owner: KeeperOwner, claim: Claim = .once, name: String? = nil,
-                      timeoutMs: Int? = nil) -> KeptDevice {
+                      timeoutMs: Int? = nil, remembered: Bool = false) -> KeptDevice {
         let dev = devices[address.address] ?? adopt(address, owner: owner, claim: claim)
         if let name { dev.name = name }
-        dev.connectTimeoutMs = timeoutMs
+        dev.atRememberedAddress = remembered
+        dev.connectTimeoutMs = remembered ? min(timeoutMs ?? policy.connectTimeoutMs, policy.rememberedAddressMs) : timeoutMs
         if dev.phase == .gone { set(dev, .wanted, "reached again") }
         tryConnect(dev)
         return dev

@@ -129,6 +129,14 @@ extension DeviceKeeper {
             makeRoomForOnDemand()
             return
         }
+        if dev.atRememberedAddress, e is GAPError {
+            // Not there (any more): forgotten, so a report from it is judged afresh.
+            set(dev, .gone, "not at its remembered address")
+            log("\(dev.label): not at its remembered address (\(e))")
+            if devices[dev.address.address] === dev { devices[dev.address.address] = nil }
+            emit(.notAtRememberedAddress(dev, error: e))
+            return
+        }
         if dev.claim.kind == .once {
             set(dev, .gone, "connect failed")
             log("\(dev.label): connect failed (\(e))")

@@ -83,6 +83,9 @@ public final class KeptDevice {
     var released = false
     /// Its own connect timeout (`DeviceKeeper.reach`), instead of the claim's.
     var connectTimeoutMs: Int?
+    /// Reached at an address remembered from before (`reach(remembered:)`):
+    /// not answering there forgets it rather than backing off.
+    var atRememberedAddress = false
 
     /// Its place in the order of adoption (the next attempt goes to the longest wanted).
     let order: Int

@@ -18,7 +18,7 @@ enum GatewayRun {
         c.names = opts.names
         c.addresses = opts.addresses
         c.keeper.maxLinks = opts.gateway.maxLinks
-        c.keeper.useAcceptList = !opts.gateway.noAcceptList
+        if opts.gateway.noAcceptList { c.keeper.acceptList = .off(because: "--no-accept-list") }
         c.security = opts.securityPolicy
         c.verbose = opts.trace != .off
         do { _ = try c.topics() } catch { throw RunError("\(error)", .usage) }

@@ -26,8 +26,9 @@ protocol Reaching: AnyObject {
 /// Finds and connects the targets of a one-shot run through the library's
 /// `DeviceKeeper`, reaching each device once (no reconnection):
 ///  - a target with `--address` is connected at once; a named target whose
-///    address the cache remembers is tried there first (briefly, then the
-///    address is forgotten and the target waits for the scan);
+///    address the cache remembers is tried there first (the keeper tries a
+///    remembered address briefly; then the cache forgets it and the target
+///    waits for the scan);
 ///  - the rest share one scan; each is claimed by the first report that
 ///    matches it, and the keeper connects them one after another (a
 ///    controller initiates one connection at a time), the scan stopped for
@@ -61,7 +62,7 @@ final class Reacher {
         opts = s.opts
         self.items = items
         var p = DeviceKeeper.Policy()
-        p.useAcceptList = false
+        p.acceptList = .off(because: "a one-shot job")
         p.activeScan = !opts.passive
         p.connectTimeoutMs = opts.connectTimeoutMs ?? Session.defaultConnectMs
         keeper = DeviceKeeper(stack: stack, policy: p)
@@ -133,12 +134,12 @@ final class Reacher {
 
     /// A target at a known address: connected without a scan.
     private func reach(_ i: any Reaching, _ address: DeviceAddress, cachedName: String? = nil) {
-        let budget = s.remaining(max: cachedName != nil ? min(connectMs, 1000) : connectMs)
+        let budget = s.remaining(max: connectMs)
         guard budget > 0 else { return i.fail(RunError("the --timeout passed before connecting", .connectionFailed)) }
         claimed[address.address] = i
         if let cachedName { cachedNames[address.address] = cachedName }
         i.connecting()
-        keeper.reach(address, for: owner, name: i.target.name, timeoutMs: budget)
+        keeper.reach(address, for: owner, name: i.target.name, timeoutMs: budget, remembered: cachedName != nil)
     }
 
     private func event(_ e: DeviceKeeper.Event) {
@@ -148,18 +149,16 @@ final class Reacher {
             s.tracedLinks.append(link)
             if let n = i.target.name, opts.scanService == nil { s.cache?.remember(name: n, link.peer) }
             i.up(link, cachedName: cachedNames[dev.address.address])
+        case let .notAtRememberedAddress(dev, error):
+            // The keeper forgot it: the target waits for the scan.
+            guard let i = claimed.removeValue(forKey: dev.address.address) else { return }
+            if let name = cachedNames.removeValue(forKey: dev.address.address) { cachedAddressFailed(name, dev.address, error, i.report) }
+            i.waitAgain()
+            i.report.begin(.scan)
+            if scanDeadline == nil { startScanClock() }
         case let .connectFailed(dev, error):
             guard let i = claimed[dev.address.address] else { return }
-            if let name = cachedNames.removeValue(forKey: dev.address.address), let ge = error as? GAPError {
-                cachedAddressFailed(name, dev.address, ge, i.report)
-                claimed[dev.address.address] = nil
-                keeper.forget(dev)
-                i.waitAgain()
-                i.report.begin(.scan)
-                if scanDeadline == nil { startScanClock() }
-            } else {
-                i.fail(error)
-            }
+            i.fail(error)
         case let .scanFailed(error):
             if fatal == nil { fatal = error }
         default:
@@ -197,7 +196,7 @@ final class Reacher {
     }
 
     /// The cached address did not answer: forget it; the target waits for the scan.
-    private func cachedAddressFailed(_ name: String, _ address: DeviceAddress, _ e: GAPError, _ r: Report) {
+    private func cachedAddressFailed(_ name: String, _ address: DeviceAddress, _ e: any Error, _ r: Report) {
         r.progress("cached address \(address) for '\(name)' did not answer (\(e)); scanning")
         s.cache?.forget(name: name)
     }

@@ -65,7 +65,7 @@ final class UIModel {
     init(stack: BLEStack, resolver: LEDResolver, filter: DeviceFilter, passive: Bool, connectTimeoutMs: Int,
          noAcceptList: Bool = false, reopen: (() throws -> BLEStack)? = nil, close: ((BLEStack) -> Void)? = nil) {
         var p = DeviceKeeper.Policy()
-        p.useAcceptList = !noAcceptList
+        if noAcceptList { p.acceptList = .off(because: "--no-accept-list") }
         p.activeScan = !passive
         p.connectTimeoutMs = connectTimeoutMs
         p.deviceBackoff = Backoff(initialMs: 500, maxMs: 8_000)
@@ -148,7 +148,7 @@ final class UIModel {
         case let .linkDown(_, reason, _):
             reset()
             if !quitting { status = "disconnected (\(reason?.description ?? "link lost")); scanning again" }
-        case .becameOnDemand, .stateChanged: break
+        case .becameOnDemand, .stateChanged, .notAtRememberedAddress: break
         case let .controllerLost(why):
             reset()
             status = "controller: \(why); reopening it"

@@ -93,7 +93,7 @@ public final class Gateway {
         case .controllerLost:
             // The broker is still served while there is no controller.
             if let c = mqtt, c.state == .disconnected, mqttRetry == nil { scheduleBrokerRetry() }
-        case .controllerBack, .waitingFromAcceptList, .connectFailed, .scanFailed, .stateChanged: break
+        case .controllerBack, .waitingFromAcceptList, .connectFailed, .notAtRememberedAddress, .scanFailed, .stateChanged: break
         }
     }
 

@@ -88,7 +88,7 @@ public final class LEDResolver {
             report.done("\(why): discovering again")
             return nil
         }
-        if trustCache { return Future(value: finish("trusted (--trust-cache)")) }
+        if trustCache { return Future(value: finish("trusted without a check")) }
         // A device with a Database Hash: one read of it proves the whole
         // database unchanged (Core Vol 3 Part G 7.3). The hash was recorded by
         // the run that discovered the handles, in the same connection.

@@ -154,7 +154,7 @@ extension HCI {
         public var address = BDAddress(wire: [0, 0, 0, 0, 0, 0])
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
-            try f.address("Random_Address", "Address", &address) { "\($0) (\($0.randomKind))" }
+            try f.address("Random_Address", "Address", &address) { "\($0) (\($0.randomAddressKind))" }
         }
     }
 

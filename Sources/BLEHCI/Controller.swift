@@ -83,7 +83,7 @@ public enum ZephyrVendor {
         guard (try? r.u8("Status")) == 0, let n = try? r.u8("Num_Addresses"), n > 0,
               let raw = try? r.bytes(6, "BD_ADDR") else { return nil }
         let a = BDAddress(wire: raw)
-        return a.randomKind == "static" ? a : nil
+        return a.randomAddressKind == .static ? a : nil
     }
 }
 

@@ -38,16 +38,6 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Appends the 6 address bytes in wire order.
     public func write(_ w: inout ByteWriter) { w.append(bytes) }
-
-    /// Kind of random address, from the two most significant bits (Core Vol 6 Part B 1.3.2).
-    public var randomKind: String {
-        switch bytes[5] >> 6 {
-        case 0b11: return "static"
-        case 0b01: return "resolvable"
-        case 0b00: return "non-resolvable"
-        default: return "reserved"
-        }
-    }
 }
 
 /// Address type as used in LE commands and events (Core Vol 4 Part E 7.7.65).

@@ -7,7 +7,7 @@ public enum RandomAddressKind: String, Sendable, CaseIterable, CustomStringConve
     case nonResolvable = "non-resolvable"
     case reserved
 
-    /// "static", "resolvable", "non-resolvable", "reserved" (as `BDAddress.randomKind` prints).
+    /// "static", "resolvable", "non-resolvable", "reserved" (as traces print it).
     public var description: String { rawValue }
 }
 

@@ -356,7 +356,7 @@ struct HCIHostInitTests {
         #expect(cmd.parameters[5] & 0xC0 == 0xC0)
         #expect(info.ownAddress.type == .random)
         #expect(info.ownAddress.address.bytes == cmd.parameters)
-        #expect(info.ownAddress.address.randomKind == "static")
+        #expect(info.ownAddress.address.randomAddressKind == .static)
         #expect(info.publicAddress.isZero)
         #expect(info.version?.hciVersion == 0x0C)
         #expect(info.aclBuffers == BufferSize(aclLength: 27, aclPackets: 64))

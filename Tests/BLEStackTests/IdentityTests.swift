@@ -38,7 +38,7 @@ struct IdentityTests {
         let second = Self.controller()
         let b = try BLEStack(transport: second, identity: Self.identity(dir))
         #expect(a.info.ownAddress == b.info.ownAddress)
-        #expect(a.info.ownAddress.type == .random && a.info.ownAddress.address.randomKind == "static")
+        #expect(a.info.ownAddress.type == .random && a.info.ownAddress.address.randomAddressKind == .static)
         #expect(a.info.ownAddressSource == .stored && b.info.ownAddressSource == .stored)
         #expect(try setRandomAddress(first) == setRandomAddress(second))
         var st = stat()
@@ -56,7 +56,7 @@ struct IdentityTests {
         close(fd)
         let store = BondStore(directory: dir)
         let a = try #require(store.localStaticAddress(make: HCIHost.makeStaticRandomAddress))
-        #expect(a.randomKind == "static")
+        #expect(a.randomAddressKind == .static)
         #expect(store.localStaticAddress(make: { Issue.record("made again"); return a }) == a)
     }
 

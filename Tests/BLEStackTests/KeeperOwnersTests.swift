@@ -79,6 +79,7 @@ struct KeeperOwnersTests {
             case .controllerLost: return ["controller lost"]
             case .controllerBack: return ["controller back"]
             case let .connectFailed(d, _): return ["failed \(d.name ?? "?")"]
+            case let .notAtRememberedAddress(d, _): return ["not at remembered \(d.name ?? "?")"]
             case .waitingFromAcceptList, .scanFailed, .stateChanged: return []
             }
         }

@@ -67,6 +67,7 @@ struct KeeperTests {
                 case .controllerBack: self.events.append("controller back")
                 case .waitingFromAcceptList: self.events.append("accept list")
                 case let .connectFailed(d, _): self.events.append("failed \(d.name ?? d.address.address.description)")
+                case let .notAtRememberedAddress(d, _): self.events.append("not at remembered \(d.name ?? d.address.address.description)")
                 case .scanFailed, .stateChanged: break  // the tests judge the commands sent and the other events
                 }
             }
@@ -236,6 +237,29 @@ struct KeeperTests {
         // The keeper starts the scan on its next tick (up to tickMs away).
         try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.stack.central.isScanning }
         #expect(w.stack.central.isScanning)
+        w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
+        try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.connectsSent.count == 2 }
+        #expect(w.connectsSent == [Self.lamp, Self.lamp])
+    }
+
+    @Test("a remembered address is tried for rememberedAddressMs at most; not answering there forgets the device (notAtRememberedAddress, no backoff) and its report is adopted again")
+    func rememberedAddressThenScan() throws {
+        var p = Self.once
+        p.rememberedAddressMs = 300
+        let w = try World(policy: p, claim: .once)
+        w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), Self.connected(Self.lamp, handle: 0, status: 0x02)])
+        var scanning = false
+        w.owner.scanWanted = { scanning }
+        w.keeper.attach(w.stack)
+        let start = Instant.now()
+        w.keeper.reach(DeviceAddress(BDAddress(Self.lamp)!, .random), for: w.owner, name: "Lamp1", timeoutMs: 5_000, remembered: true)
+        try w.pump(ms: 3000) { !w.events.isEmpty }
+        #expect(w.events == ["not at remembered Lamp1"])
+        let took = start.msUntil(Instant.now())
+        #expect(took >= 300 && took < 5_000, "bounded by rememberedAddressMs, not the owner's 5 s (\(took) ms)")
+        #expect(w.keeper.devices.isEmpty, "forgotten by the keeper itself")
+        scanning = true
+        try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.stack.central.isScanning }
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
         try w.pump(ms: 3 * w.keeper.policy.tickMs) { w.connectsSent.count == 2 }
         #expect(w.connectsSent == [Self.lamp, Self.lamp])

@@ -165,7 +165,7 @@ struct BondStoreTests {
         let prand: [UInt8] = [0x11, 0x22, 0x40 | 0x33] // top bits 01: resolvable
         let hash = try SMPCrypto.ah(irk: Self.irk.bytes, prand: prand)
         let rpa = DeviceAddress(BDAddress(wire: hash + prand), .random)
-        #expect(rpa.address.randomKind == "resolvable")
+        #expect(rpa.address.randomAddressKind == .resolvable)
         #expect(b.matches(rpa))
         let other = DeviceAddress(BDAddress(wire: [hash[0] ^ 1, hash[1], hash[2]] + prand), .random)
         #expect(!b.matches(other))
