@@ -55,7 +55,7 @@ func fuzzHCIEvent(_ data: [UInt8]) {
     let host = HCIHost(transport: transport)
     var seen = 0
     host.onEvent { _ in seen += 1 }
-    host.enqueue(.reset) { _ in }
+    host.enqueue(HCI.Reset().command) { _ in }
     host.handle(HCIPacket(.event, data))
     host.handle(HCIPacket(.acl, data))
     host.sendACL(handle: 0x0001, pdu: [0x01, 0x00, 0x04, 0x00, 0x0A])

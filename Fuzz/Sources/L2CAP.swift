@@ -162,7 +162,7 @@ func fuzzL2CAP(_ data: [UInt8]) {
     // answer itself was lost to a disconnection: the command was queued before).
     let accepted = wantSignalling.compactMap(\.params)
     let updates = transport.sent.compactMap { p -> LEConnectionUpdate? in
-        guard p.type == .command, let c = try? HCICommand.decode(p.bytes), c.opcode == .leConnectionUpdate else { return nil }
+        guard p.type == .command, let c = try? HCICommand.decode(p.bytes), c.opcode == LEConnectionUpdate.opcode else { return nil }
         return try? LEConnectionUpdate.decode(c.parameters)
     }
     require(updates.count <= accepted.count, "more LE Connection Update commands than accepted requests")

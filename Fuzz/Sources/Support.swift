@@ -86,15 +86,15 @@ final class FakeController: HCITransport {
         guard answerCommands, packet.type == .command, let cmd = try? HCICommand.decode(packet.bytes) else { return }
         var w = ByteWriter()
         // LE Create Connection and Disconnect are answered by Command Status.
-        if cmd.opcode == .leCreateConnection || cmd.opcode == .leExtendedCreateConnection || cmd.opcode == .disconnect {
+        if cmd.opcode == LECreateConnection.opcode || cmd.opcode == HCI.LEExtendedCreateConnection.opcode || cmd.opcode == HCI.Disconnect.opcode {
             w.u8(0x0F); w.u8(4); w.u8(0); w.u8(1); w.u16(cmd.opcode.rawValue)
         } else {
             // Success, and for the initialisation reads a plausible controller.
             var rp: [UInt8] = [0x00]
             switch cmd.opcode {
-            case .readLocalVersion: rp += [0x09, 0x00, 0x00, 0x09, 0xFF, 0xFF, 0x00, 0x00]
-            case .readBDADDR: rp += [0x01, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0]
-            case .leReadBufferSize: rp += [0x1B, 0x00, 0x08]
+            case HCI.ReadLocalVersion.opcode: rp += [0x09, 0x00, 0x00, 0x09, 0xFF, 0xFF, 0x00, 0x00]
+            case HCI.ReadBDADDR.opcode: rp += [0x01, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0]
+            case HCI.LEReadBufferSize.opcode: rp += [0x1B, 0x00, 0x08]
             default: break
             }
             w.u8(0x0E); w.u8(UInt8(3 + rp.count)); w.u8(1); w.u16(cmd.opcode.rawValue); w.append(rp)

@@ -49,7 +49,7 @@ extension DeviceKeeper {
         guard info.supportsAcceptList else {
             return setPath(.scanning(why: "the controller lists no Filter Accept List commands"))
         }
-        stack.host.submit(.leReadFilterAcceptListSize)
+        stack.host.submit(HCI.LEReadFilterAcceptListSize().command)
             .whenComplete { [weak self, weak stack] r in
                 guard let self, let stack, self.stack === stack else { return }
                 switch r {

@@ -253,7 +253,7 @@ extension DeviceKeeper {
             // A controller still scanning for a host that went away (Bumble's
             // keeps its scan across HCI Reset): stop it; the next tick scans again.
             if case HCIError.commandFailed(_, .commandDisallowed) = e {
-                _ = st.host.submit(.leSetScanEnable(false, filterDuplicates: false))
+                _ = st.host.submit(HCI.LESetScanEnable(enable: false, filterDuplicates: false).command)
             }
         }
     }

@@ -217,7 +217,7 @@ public final class LinkSecurity {
             self.pendingKey = nil
             w(.connectionTimeout)
         }
-        let cmd = HCICommand.leEnableEncryption(handle: handle, rand: key.rand, ediv: key.ediv, ltk: key.key.bytes)
+        let cmd = HCI.LEEnableEncryption(handle: handle, rand: key.rand, ediv: key.ediv, ltk: key.key.bytes).command
         host.submit(cmd).whenComplete { [weak self] r in
             guard case .failure(let e) = r, let self, let w = self.encryptionWaiter else { return }
             self.encryptionWaiter = nil

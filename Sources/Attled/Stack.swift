@@ -174,7 +174,7 @@ public final class BLEStack {
                     warning?("Disconnect of \(h) failed: \(error)")
                 }
             }
-            if hardwareError { _ = try? host.execute(.reset, timeoutMs: 1000) }
+            if hardwareError { _ = try? host.execute(HCI.Reset().command, timeoutMs: 1000) }
         }
         host.close()
         transport.close()

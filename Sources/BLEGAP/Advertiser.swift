@@ -238,10 +238,12 @@ public final class Advertiser {
     }
 
     private var enableCommand: HCICommand {
-        mode.usesExtendedCommands ? .leSetExtendedAdvertisingEnable(true) : .leSetAdvertisingEnable(true)
+        mode.usesExtendedCommands ? HCI.LESetExtendedAdvertisingEnable(enable: true).command
+                                  : HCI.LESetAdvertisingEnable(enable: true).command
     }
     private var disableCommand: HCICommand {
-        mode.usesExtendedCommands ? .leSetExtendedAdvertisingEnable(false) : .leSetAdvertisingEnable(false)
+        mode.usesExtendedCommands ? HCI.LESetExtendedAdvertisingEnable(enable: false).command
+                                  : HCI.LESetAdvertisingEnable(enable: false).command
     }
 
     /// The parameters and data commands of a mode (enable not included).

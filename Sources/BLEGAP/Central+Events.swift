@@ -79,7 +79,7 @@ extension Central {
         connections[cc.handle] = c
         askForAirParameters(c)
         if incoming?(c) == true || offerToAdopters(c) { return }
-        host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
+        host.enqueue(HCI.Disconnect(handle: c.handle, reason: .remoteUserTerminated).command) { _ in }
     }
 
     func publish(_ e: Event) { subscribers.emit(e) }

@@ -20,8 +20,8 @@ extension Central {
             guard let self else { return .done }
             // Marked before the enable is answered: whatever interrupts the wait, clean-up disables scanning.
             self.isScanning = true
-            return self.host.submit(ext ? .leSetExtendedScanEnable(true, filterDuplicates: filterDuplicates)
-                                        : .leSetScanEnable(true, filterDuplicates: filterDuplicates)).map { _ in }
+            return self.host.submit(ext ? HCI.LESetExtendedScanEnable(enable: true, filterDuplicates: filterDuplicates).command
+                                        : HCI.LESetScanEnable(enable: true, filterDuplicates: filterDuplicates).command).map { _ in }
         }
         scanStarting = start
         start.whenComplete { [weak self] _ in if self?.scanStarting === start { self?.scanStarting = nil } }
@@ -49,8 +49,8 @@ extension Central {
         }
         guard isScanning else { return .done }
         isScanning = false
-        return host.submit(useExtendedCommands ? .leSetExtendedScanEnable(false, filterDuplicates: false)
-                                               : .leSetScanEnable(false, filterDuplicates: false)).map { _ in }
+        return host.submit(useExtendedCommands ? HCI.LESetExtendedScanEnable(enable: false, filterDuplicates: false).command
+                                               : HCI.LESetScanEnable(enable: false, filterDuplicates: false).command).map { _ in }
     }
 
     /// Blocking form of `stopScanning`. Safe to call when not scanning.

@@ -216,7 +216,7 @@ public final class Central {
         guard let list = a.acceptList else { return create() }
         // The list may not change while a connect uses it (7.8.16): none is
         // running now, attempts go one at a time.
-        let commands: [HCICommand] = [.leClearFilterAcceptList] + list.map { HCICommand.leAddDeviceToFilterAcceptList($0) }
+        let commands: [HCICommand] = [HCI.LEClearFilterAcceptList().command] + list.map { HCI.LEAddDeviceToFilterAcceptList(device: $0).command }
         var left = commands.count
         for c in commands {
             host.enqueue(c) { [weak self] r in
@@ -232,16 +232,16 @@ public final class Central {
         var asked: [String] = []
         if airRequests.contains(.dataLength), info.supportsDataLength, !airGivenUp.contains(.dataLength) {
             asked.append("data length 251")
-            host.enqueue(.leSetDataLength(handle: c.handle)) { [weak self] r in
+            host.enqueue(HCI.LESetDataLength(handle: c.handle).command) { [weak self] r in
                 // Refused: 27 octets stay. Unknown HCI Command (a controller that
                 // lists what it does not do, as Bumble's): not asked again.
-                if case let .failure(HCIError.commandFailed(_, st)) = HCIHost.returnParameters(.leSetDataLength(handle: c.handle), r),
+                if case let .failure(HCIError.commandFailed(_, st)) = HCIHost.returnParameters(HCI.LESetDataLength(handle: c.handle).command, r),
                    st == .unknownCommand { self?.airGivenUp.insert(.dataLength) }
             }
         }
         if airRequests.contains(.phy2M), info.supports2MPHY, !airGivenUp.contains(.phy2M), info.version?.manufacturer != 0xFFFF {
             asked.append("2M PHY")
-            host.enqueue(.leSetPHY(handle: c.handle), timeoutMs: phyCommandTimeoutMs) { [weak self] r in
+            host.enqueue(HCI.LESetPHY(handle: c.handle).command, timeoutMs: phyCommandTimeoutMs) { [weak self] r in
                 // Refused or unanswered: 1M stays; unanswered or unknown: not asked again.
                 switch r {
                 case .failure(.commandTimeout): self?.airGivenUp.insert(.phy2M)
@@ -269,7 +269,7 @@ public final class Central {
         if let t = a.timer { host.cancel(t) }
         let why = failure ?? GAPError.connectTimeout(a.peer, ms: a.timeoutMs)
         a.state = .cancelling
-        host.enqueue(.leCreateConnectionCancel, timeoutMs: cancelGraceMs) { _ in }
+        host.enqueue(HCI.LECreateConnectionCancel().command, timeoutMs: cancelGraceMs) { _ in }
         a.timer = host.schedule(afterMs: cancelGraceMs) { [weak self] in
             guard let self, a.state == .cancelling else { return }
             self.abandoned.insert(a.peer)
@@ -314,7 +314,7 @@ public final class Central {
         guard c.isConnected else { return .done }
         let f = Future<Void>()
         c.whenDisconnected.append { f.succeed(()) }
-        host.submit(.disconnect(handle: c.handle, reason: reason)).whenFailure { f.fail($0) }
+        host.submit(HCI.Disconnect(handle: c.handle, reason: reason).command).whenFailure { f.fail($0) }
         return f
     }
 
@@ -364,7 +364,7 @@ public final class Central {
                     let a = attempts.remove(at: i)
                     a.finish(.success(c), host)
                 } else if !offerToAdopters(c) {
-                    host.enqueue(.disconnect(handle: c.handle, reason: .remoteUserTerminated)) { _ in }
+                    host.enqueue(HCI.Disconnect(handle: c.handle, reason: .remoteUserTerminated).command) { _ in }
                 }
             }
         case .leConnectionUpdateComplete(let u):

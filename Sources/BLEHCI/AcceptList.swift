@@ -22,16 +22,20 @@ extension HCI {
     /// LE Add Device To Filter Accept List (7.8.16): Address_Type (0 public, 1 random, 0xFF anonymous), Address.
     public struct LEAddDeviceToFilterAcceptList: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2011, "LE Add Device To Filter Accept List")
-        public var device = DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public)
-        public init() {}
+        public var device: DeviceAddress
+        /// The list holds public (0) or random (1) addresses: identity types are folded.
+        public init(device d: DeviceAddress) { device = DeviceAddress(d.address, d.type.isRandom ? .random : .public) }
+        public init() { self.init(device: DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public)) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.deviceAddress("Address", "Address", &device) }
     }
 
     /// LE Remove Device From Filter Accept List (7.8.17).
     public struct LERemoveDeviceFromFilterAcceptList: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2012, "LE Remove Device From Filter Accept List")
-        public var device = DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public)
-        public init() {}
+        public var device: DeviceAddress
+        /// The list holds public (0) or random (1) addresses: identity types are folded.
+        public init(device d: DeviceAddress) { device = DeviceAddress(d.address, d.type.isRandom ? .random : .public) }
+        public init() { self.init(device: DeviceAddress(BDAddress(wire: [0, 0, 0, 0, 0, 0]), .public)) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.deviceAddress("Address", "Address", &device) }
     }
 
@@ -41,21 +45,6 @@ extension HCI {
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
     }
-}
-
-extension HCICommand {
-    public static var leReadFilterAcceptListSize: HCICommand { HCI.LEReadFilterAcceptListSize().command }
-    public static var leClearFilterAcceptList: HCICommand { HCI.LEClearFilterAcceptList().command }
-    /// The list holds public (0) or random (1) addresses: identity types are folded.
-    public static func leAddDeviceToFilterAcceptList(_ d: DeviceAddress) -> HCICommand {
-        var c = HCI.LEAddDeviceToFilterAcceptList(); c.device = DeviceAddress(d.address, d.type.isRandom ? .random : .public)
-        return c.command
-    }
-    public static func leRemoveDeviceFromFilterAcceptList(_ d: DeviceAddress) -> HCICommand {
-        var c = HCI.LERemoveDeviceFromFilterAcceptList(); c.device = DeviceAddress(d.address, d.type.isRandom ? .random : .public)
-        return c.command
-    }
-    public static var leReadSupportedStates: HCICommand { HCI.LEReadSupportedStates().command }
 }
 
 /// LE_States of LE Read Supported States (7.8.27): which states and

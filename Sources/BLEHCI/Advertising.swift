@@ -49,8 +49,9 @@ extension HCI {
     /// LE Set Advertising Enable (7.8.9).
     public struct LESetAdvertisingEnable: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x200A, "LE Set Advertising Enable")
-        public var enable = false
-        public init() {}
+        public var enable: Bool
+        public init(enable: Bool) { self.enable = enable }
+        public init() { self.init(enable: false) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.flag("Advertising_Enable", "Advertising", &enable, HCIShow.enabled)
         }

@@ -40,9 +40,11 @@ extension HCI {
     /// Disconnect (7.1.6): handle and reason.
     public struct Disconnect: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x0406, "Disconnect")
-        public var handle: UInt16 = 0
-        public var reason: HCIStatus = .remoteUserTerminated
-        public init() {}
+        public var handle: UInt16
+        public var reason: HCIStatus
+        /// A disconnect of connection `handle`, by default as the user ending it.
+        public init(handle: UInt16, reason: HCIStatus = .remoteUserTerminated) { self.handle = handle; self.reason = reason }
+        public init() { self.init(handle: 0) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u16("Connection_Handle", "Handle", &handle)
             try f.code("Reason", "Reason", &reason)
@@ -52,8 +54,9 @@ extension HCI {
     /// Set Event Mask (7.3.1).
     public struct SetEventMask: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x0C01, "Set Event Mask")
-        public var mask: UInt64 = 0
-        public init() {}
+        public var mask: UInt64
+        public init(mask: UInt64) { self.mask = mask }
+        public init() { self.init(mask: 0) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u64("Event_Mask", "Mask", &mask, secret: false, HCIShow.h64)
         }
@@ -126,8 +129,9 @@ extension HCI {
     /// LE Set Event Mask (7.8.1).
     public struct LESetEventMask: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2001, "LE Set Event Mask")
-        public var mask: UInt64 = 0
-        public init() {}
+        public var mask: UInt64
+        public init(mask: UInt64) { self.mask = mask }
+        public init() { self.init(mask: 0) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u64("LE_Event_Mask", "Mask", &mask, secret: false, HCIShow.h64)
         }
@@ -151,8 +155,9 @@ extension HCI {
     /// LE Set Random Address (7.8.4).
     public struct LESetRandomAddress: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2005, "LE Set Random Address")
-        public var address = BDAddress(wire: [0, 0, 0, 0, 0, 0])
-        public init() {}
+        public var address: BDAddress
+        public init(address: BDAddress) { self.address = address }
+        public init() { self.init(address: BDAddress(wire: [0, 0, 0, 0, 0, 0])) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.address("Random_Address", "Address", &address) { "\($0) (\($0.randomAddressKind))" }
         }
@@ -163,35 +168,6 @@ extension HCI {
         public static let declaration = HCICommandDeclaration(0x200E, "LE Create Connection Cancel")
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {}
-    }
-}
-
-extension HCICommand {
-    public static var reset: HCICommand { HCI.Reset().command }
-    public static var readLocalVersion: HCICommand { HCI.ReadLocalVersion().command }
-    public static var readLocalSupportedCommands: HCICommand { HCI.ReadLocalSupportedCommands().command }
-    public static var readLocalSupportedFeatures: HCICommand { HCI.ReadLocalSupportedFeatures().command }
-    public static var readBufferSize: HCICommand { HCI.ReadBufferSize().command }
-    public static var readBDADDR: HCICommand { HCI.ReadBDADDR().command }
-    public static var leReadBufferSize: HCICommand { HCI.LEReadBufferSize().command }
-    public static var leReadLocalSupportedFeatures: HCICommand { HCI.LEReadLocalSupportedFeatures().command }
-    public static var leCreateConnectionCancel: HCICommand { HCI.LECreateConnectionCancel().command }
-
-    /// Set Event Mask (7.3.1): 8-byte mask.
-    public static func setEventMask(_ mask: UInt64) -> HCICommand {
-        var c = HCI.SetEventMask(); c.mask = mask; return c.command
-    }
-    /// LE Set Event Mask (7.8.1): 8-byte mask.
-    public static func leSetEventMask(_ mask: UInt64) -> HCICommand {
-        var c = HCI.LESetEventMask(); c.mask = mask; return c.command
-    }
-    /// LE Set Random Address (7.8.4).
-    public static func leSetRandomAddress(_ a: BDAddress) -> HCICommand {
-        var c = HCI.LESetRandomAddress(); c.address = a; return c.command
-    }
-    /// Disconnect (7.1.6): handle and reason.
-    public static func disconnect(handle: UInt16, reason: HCIStatus = .remoteUserTerminated) -> HCICommand {
-        var c = HCI.Disconnect(); c.handle = handle; c.reason = reason; return c.command
     }
 }
 

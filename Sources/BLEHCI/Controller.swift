@@ -107,9 +107,9 @@ extension HCIHost {
     ///   returns parameters too short to decode.
     public func initialise(randomAddress: BDAddress? = nil, memory: ControllerMemory? = nil) throws -> ControllerInfo {
         var info = ControllerInfo()
-        try execute(.reset, timeoutMs: max(commandTimeoutMs, 3000))
-        if let rp = try? execute(.readLocalVersion) { info.version = try? LocalVersion.decode(rp) }
-        let bd = try execute(.readBDADDR)
+        try execute(HCI.Reset().command, timeoutMs: max(commandTimeoutMs, 3000))
+        if let rp = try? execute(HCI.ReadLocalVersion().command) { info.version = try? LocalVersion.decode(rp) }
+        let bd = try execute(HCI.ReadBDADDR().command)
         if bd.count >= 7 { info.publicAddress = BDAddress(wire: Array(bd[1..<7])) }
         if let known = memory?.recall(version: info.version, publicAddress: info.publicAddress),
            known.describes(version: info.version, publicAddress: info.publicAddress) {
@@ -125,11 +125,11 @@ extension HCIHost {
                                                        leFeatures: info.leFeatures, aclBuffers: info.aclBuffers, leStates: info.leStates))
             }
         }
-        try execute(.setEventMask(EventMasks.standard))
-        try execute(.leSetEventMask(EventMasks.le))
+        try execute(HCI.SetEventMask(mask: EventMasks.standard).command)
+        try execute(HCI.LESetEventMask(mask: EventMasks.le).command)
         setACLBuffers(length: Int(info.aclBuffers.aclLength), packets: Int(info.aclBuffers.aclPackets))
         if let fixed = randomAddress {
-            try execute(.leSetRandomAddress(fixed))
+            try execute(HCI.LESetRandomAddress(address: fixed).command)
             info.ownAddress = DeviceAddress(fixed, .random)
             info.ownAddressSource = .given
         } else if info.publicAddress.isZero {
@@ -137,7 +137,7 @@ extension HCIHost {
             if let z = zephyrStaticAddress(info) { (a, source) = (z, .controllerStatic) }
             else if let kept = memory?.staticAddress() { (a, source) = (kept, .stored) }
             else { (a, source) = (Self.makeStaticRandomAddress(), .generated) }
-            try execute(.leSetRandomAddress(a))
+            try execute(HCI.LESetRandomAddress(address: a).command)
             info.ownAddress = DeviceAddress(a, .random)
             info.ownAddressSource = source
         } else {
@@ -149,17 +149,17 @@ extension HCIHost {
     /// The reads a remembered description spares: the commands the
     /// controller lists, its LE features, its ACL buffers and its LE states.
     private func readDescription(_ info: inout ControllerInfo) throws {
-        if let rp = try? execute(.readLocalSupportedCommands), rp.count >= 65 { info.supportedCommands = Array(rp[1..<65]) }
-        if let rp = try? execute(.leReadLocalSupportedFeatures), rp.count >= 9 {
+        if let rp = try? execute(HCI.ReadLocalSupportedCommands().command), rp.count >= 65 { info.supportedCommands = Array(rp[1..<65]) }
+        if let rp = try? execute(HCI.LEReadLocalSupportedFeatures().command), rp.count >= 9 {
             var r = ByteReader(Array(rp[1...])); info.leFeatures = (try? r.u64()) ?? 0
         }
-        let le = try BufferSize.decodeLE(try execute(.leReadBufferSize))
+        let le = try BufferSize.decodeLE(try execute(HCI.LEReadBufferSize().command))
         if le.aclLength == 0 || le.aclPackets == 0 {
-            info.aclBuffers = try BufferSize.decodeBREDR(try execute(.readBufferSize))
+            info.aclBuffers = try BufferSize.decodeBREDR(try execute(HCI.ReadBufferSize().command))
         } else {
             info.aclBuffers = le
         }
-        if info.supportsReadSupportedStates, let rp = try? execute(.leReadSupportedStates) {
+        if info.supportsReadSupportedStates, let rp = try? execute(HCI.LEReadSupportedStates().command) {
             info.leStates = try? LEStates.decode(Array(rp.dropFirst()))
         }
     }

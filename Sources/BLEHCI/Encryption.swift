@@ -11,11 +11,16 @@ extension HCI {
     /// EDIV and the key unless keys are shown.
     public struct LEEnableEncryption: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2019, "LE Enable Encryption")
-        public var handle: UInt16 = 0
-        public var rand: UInt64 = 0
-        public var ediv: UInt16 = 0
-        public var ltk = [UInt8](repeating: 0, count: 16)
-        public init() {}
+        public var handle: UInt16
+        public var rand: UInt64
+        public var ediv: UInt16
+        public var ltk: [UInt8]
+        /// - Parameter ltk: exactly 16 bytes; others are padded or cut to 16
+        ///   when written, so a wrong key fails at the controller, never traps here.
+        public init(handle: UInt16, rand: UInt64, ediv: UInt16, ltk: [UInt8]) {
+            self.handle = handle; self.rand = rand; self.ediv = ediv; self.ltk = ltk
+        }
+        public init() { self.init(handle: 0, rand: 0, ediv: 0, ltk: [UInt8](repeating: 0, count: 16)) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u16("Connection_Handle", "Handle", &handle)
             try f.u64("Random_Number", "Rand", &rand, secret: true, HCIShow.h64)
@@ -42,17 +47,6 @@ extension HCI {
         public var handle: UInt16 = 0
         public init() {}
         public mutating func fields(_ f: inout some HCIFieldWalker) throws { try f.u16("Connection_Handle", "Handle", &handle) }
-    }
-}
-
-extension HCICommand {
-    /// LE Enable Encryption (7.8.24).
-    /// - Parameter ltk: exactly 16 bytes; others are padded or cut to 16, so
-    ///   a wrong key fails at the controller, never traps here.
-    public static func leEnableEncryption(handle: UInt16, rand: UInt64, ediv: UInt16, ltk: [UInt8]) -> HCICommand {
-        var c = HCI.LEEnableEncryption()
-        c.handle = handle; c.rand = rand; c.ediv = ediv; c.ltk = ltk
-        return c.command
     }
 }
 

@@ -122,9 +122,11 @@ extension HCI {
     /// applies to (none with enable 0: every set).
     public struct LESetExtendedAdvertisingEnable: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2039, "LE Set Extended Advertising Enable")
-        public var enable = false
-        public var sets: [AdvertisingSet] = [AdvertisingSet()]
-        public init() {}
+        public var enable: Bool
+        public var sets: [AdvertisingSet]
+        /// By default for set 0 alone, with no duration or event limit.
+        public init(enable: Bool, sets: [AdvertisingSet] = [AdvertisingSet()]) { self.enable = enable; self.sets = sets }
+        public init() { self.init(enable: false) }
 
         /// One set: its handle, a duration (10 ms units, 0 none) and a limit of events (0 none).
         public struct AdvertisingSet: HCIListEntry, Hashable {
@@ -157,19 +159,5 @@ extension HCI {
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u8("Advertising_Handle", "Advertising handle", &advertisingHandle, HCIShow.dec)
         }
-    }
-}
-
-extension HCICommand {
-    /// LE Set Advertising Enable (7.8.9).
-    public static func leSetAdvertisingEnable(_ enable: Bool) -> HCICommand {
-        var c = HCI.LESetAdvertisingEnable(); c.enable = enable
-        return c.command
-    }
-
-    /// LE Set Extended Advertising Enable (7.8.56) for set `handle`, no duration or event limit.
-    public static func leSetExtendedAdvertisingEnable(_ enable: Bool, handle: UInt8 = 0) -> HCICommand {
-        var c = HCI.LESetExtendedAdvertisingEnable(); c.enable = enable; c.sets = [.init(handle: handle)]
-        return c.command
     }
 }

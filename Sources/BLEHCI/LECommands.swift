@@ -173,8 +173,9 @@ extension HCI {
     /// LE Set Scan Enable (7.8.11).
     public struct LESetScanEnable: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x200C, "LE Set Scan Enable")
-        public var enable = false, filterDuplicates = false
-        public init() {}
+        public var enable: Bool, filterDuplicates: Bool
+        public init(enable: Bool, filterDuplicates: Bool) { self.enable = enable; self.filterDuplicates = filterDuplicates }
+        public init() { self.init(enable: false, filterDuplicates: false) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.flag("LE_Scan_Enable", "Scanning", &enable, HCIShow.enabled)
             try f.flag("Filter_Duplicates", "Filter duplicates", &filterDuplicates, HCIShow.enabled)
@@ -213,9 +214,13 @@ extension HCI {
     /// LE Set Extended Scan Enable (7.8.65): enable, filter duplicates, duration (10 ms), period (1.28 s).
     public struct LESetExtendedScanEnable: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2042, "LE Set Extended Scan Enable")
-        public var enable = false, filterDuplicates = false
-        public var duration: UInt16 = 0, period: UInt16 = 0
-        public init() {}
+        public var enable: Bool, filterDuplicates: Bool
+        public var duration: UInt16, period: UInt16
+        /// Scanning on or off; by default no duration (until disabled) and no period.
+        public init(enable: Bool, filterDuplicates: Bool, duration: UInt16 = 0, period: UInt16 = 0) {
+            self.enable = enable; self.filterDuplicates = filterDuplicates; self.duration = duration; self.period = period
+        }
+        public init() { self.init(enable: false, filterDuplicates: false) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.flag("Enable", "Scanning", &enable, HCIShow.enabled)
             try f.flag("Filter_Duplicates", "Filter duplicates", &filterDuplicates, HCIShow.enabled)
@@ -272,9 +277,13 @@ extension HCI {
     /// LE Set Data Length (7.8.33): Connection_Handle, TX_Octets, TX_Time.
     public struct LESetDataLength: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2022, "LE Set Data Length")
-        public var handle: UInt16 = 0
-        public var txOctets: UInt16 = 251, txTime: UInt16 = 2120
-        public init() {}
+        public var handle: UInt16
+        public var txOctets: UInt16, txTime: UInt16
+        /// The default asks for the largest LL payload, 251 octets (2120 µs on the 1M PHY).
+        public init(handle: UInt16, txOctets: UInt16 = 251, txTime: UInt16 = 2120) {
+            self.handle = handle; self.txOctets = txOctets; self.txTime = txTime
+        }
+        public init() { self.init(handle: 0) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u16("Connection_Handle", "Handle", &handle)
             try f.u16("TX_Octets", "TX octets", &txOctets)
@@ -285,10 +294,15 @@ extension HCI {
     /// LE Set PHY (7.8.49): preferences for each direction (bit 0 LE 1M, 1 LE 2M, 2 LE Coded).
     public struct LESetPHY: HCIDeclaredCommand {
         public static let declaration = HCICommandDeclaration(0x2032, "LE Set PHY")
-        public var handle: UInt16 = 0
-        public var allPHYs: UInt8 = 0, tx: UInt8 = 0x02, rx: UInt8 = 0x02
-        public var options: UInt16 = 0
-        public init() {}
+        public var handle: UInt16
+        public var allPHYs: UInt8, tx: UInt8, rx: UInt8
+        public var options: UInt16
+        /// The defaults: All_PHYs 0 (a preference each way), TX_PHYs and
+        /// RX_PHYs LE 2M (bit 1), PHY_Options 0.
+        public init(handle: UInt16, allPHYs: UInt8 = 0, tx: UInt8 = 0x02, rx: UInt8 = 0x02, options: UInt16 = 0) {
+            self.handle = handle; self.allPHYs = allPHYs; self.tx = tx; self.rx = rx; self.options = options
+        }
+        public init() { self.init(handle: 0) }
         public mutating func fields(_ f: inout some HCIFieldWalker) throws {
             try f.u16("Connection_Handle", "Handle", &handle)
             try f.u8("All_PHYs", "All PHYs", &allPHYs)
@@ -296,31 +310,5 @@ extension HCI {
             try f.u8("RX_PHYs", "RX PHYs", &rx)
             try f.u16("PHY_Options", "PHY options", &options, HCIShow.h16)
         }
-    }
-}
-
-extension HCICommand {
-    /// LE Set Scan Enable (7.8.11).
-    public static func leSetScanEnable(_ enable: Bool, filterDuplicates: Bool) -> HCICommand {
-        var c = HCI.LESetScanEnable(); c.enable = enable; c.filterDuplicates = filterDuplicates
-        return c.command
-    }
-    /// LE Set Extended Scan Enable (7.8.65): enable, filter duplicates, duration (10 ms), period (1.28 s).
-    public static func leSetExtendedScanEnable(_ enable: Bool, filterDuplicates: Bool, duration: UInt16 = 0, period: UInt16 = 0) -> HCICommand {
-        var c = HCI.LESetExtendedScanEnable()
-        c.enable = enable; c.filterDuplicates = filterDuplicates; c.duration = duration; c.period = period
-        return c.command
-    }
-    /// LE Set Data Length (7.8.33). The default asks for the largest LL
-    /// payload, 251 octets (2120 µs on the 1M PHY).
-    public static func leSetDataLength(handle: UInt16, txOctets: UInt16 = 251, txTime: UInt16 = 2120) -> HCICommand {
-        var c = HCI.LESetDataLength(); c.handle = handle; c.txOctets = txOctets; c.txTime = txTime
-        return c.command
-    }
-    /// LE Set PHY (7.8.49): All_PHYs 0 (a preference each way), TX_PHYs and
-    /// RX_PHYs (bit 1: LE 2M), PHY_Options 0.
-    public static func leSetPHY(handle: UInt16, tx: UInt8 = 0x02, rx: UInt8 = 0x02) -> HCICommand {
-        var c = HCI.LESetPHY(); c.handle = handle; c.tx = tx; c.rx = rx
-        return c.command
     }
 }

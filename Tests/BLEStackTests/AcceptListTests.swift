@@ -11,9 +11,9 @@ struct AcceptListTests {
 
     func central(addFails: Bool = false) -> (ScriptedController, HCIHost, Central) {
         let ctl = ScriptedController()
-        ctl.when(command: .leClearFilterAcceptList, reply: [Ev.complete(.leClearFilterAcceptList)])
-        ctl.when(command: .leAddDeviceToFilterAcceptList, reply: [Ev.complete(.leAddDeviceToFilterAcceptList, [addFails ? 0x07 : 0x00])])
-        ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+        ctl.when(command: HCI.LEClearFilterAcceptList.opcode, reply: [Ev.complete(HCI.LEClearFilterAcceptList.opcode)])
+        ctl.when(command: HCI.LEAddDeviceToFilterAcceptList.opcode, reply: [Ev.complete(HCI.LEAddDeviceToFilterAcceptList.opcode, [addFails ? 0x07 : 0x00])])
+        ctl.when(command: LECreateConnection.opcode, reply: [Ev.status(LECreateConnection.opcode)])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         var info = ControllerInfo()
@@ -44,7 +44,7 @@ struct AcceptListTests {
     @Test("cancelAcceptListConnect sends LE Create Connection Cancel; the attempt fails with connectAborted")
     func cancel() throws {
         let (ctl, host, central) = central()
-        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel),
+        ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode),
                                                              h4("04 3e 13 01 02 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
         let f = central.startAcceptListConnect([Self.lamp])
         _ = try host.pump(until: Instant.now().adding(ms: 50)) { false }
@@ -59,14 +59,14 @@ struct AcceptListTests {
         let (ctl, host, central) = central(addFails: true)
         let f = central.startAcceptListConnect([Self.lamp])
         _ = try host.pump(until: Instant.now().adding(ms: 300)) { f.isComplete }
-        #expect(throws: HCIError.commandFailed(.leAddDeviceToFilterAcceptList, HCIStatus(rawValue: 0x07))) { try f.result?.get() }
+        #expect(throws: HCIError.commandFailed(HCI.LEAddDeviceToFilterAcceptList.opcode, HCIStatus(rawValue: 0x07))) { try f.result?.get() }
         #expect(!ctl.sentOpcodes.contains(0x200D))
     }
 
     @Test("a direct connect queued behind the accept-list connect runs once that is cancelled")
     func directAfterCancel() throws {
         let (ctl, host, central) = central()
-        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel),
+        ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode),
                                                              h4("04 3e 13 01 02 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
         let a = central.startAcceptListConnect([Self.lamp])
         let d = central.startConnect(to: Self.other, timeoutMs: 2000)
@@ -111,8 +111,8 @@ struct AcceptListTests {
     /// A Central whose controller lists LE Set Data Length and LE Set PHY and has both features.
     func airCentral(manufacturer: UInt16 = 0x000F, dataLengthStatus: UInt8 = 0x00) -> (ScriptedController, HCIHost, Central) {
         let ctl = ScriptedController()
-        ctl.when(command: .leSetDataLength, reply: [Ev.complete(.leSetDataLength, dataLengthStatus == 0 ? [0x00, 0x01, 0x00] : [dataLengthStatus])])
-        ctl.when(command: .leSetPHY, reply: [Ev.status(.leSetPHY), h4("04 3e 06 0c 00 01 00 02 02")])
+        ctl.when(command: HCI.LESetDataLength.opcode, reply: [Ev.complete(HCI.LESetDataLength.opcode, dataLengthStatus == 0 ? [0x00, 0x01, 0x00] : [dataLengthStatus])])
+        ctl.when(command: HCI.LESetPHY.opcode, reply: [Ev.status(HCI.LESetPHY.opcode), h4("04 3e 06 0c 00 01 00 02 02")])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         var info = ControllerInfo()

@@ -37,14 +37,14 @@ struct AdvertiserTests {
             ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
             if let c = commands {
                 // Strict entries win over the standing rules: this answer replaces the default bitmap.
-                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + c)])
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedCommands.opcode, [0x00] + c)])
             }
-            for op in [HCIOpcode.leSetAdvertisingParameters, .leSetAdvertisingData, .leSetScanResponseData,
-                       .leSetAdvertisingSetRandomAddress, .leSetExtendedAdvertisingData, .leSetExtendedScanResponseData,
-                       .leRemoveAdvertisingSet] {
+            for op in [HCI.LESetAdvertisingParameters.opcode, HCI.LESetAdvertisingData.opcode, HCI.LESetScanResponseData.opcode,
+                       HCI.LESetAdvertisingSetRandomAddress.opcode, HCI.LESetExtendedAdvertisingData.opcode, HCI.LESetExtendedScanResponseData.opcode,
+                       HCI.LERemoveAdvertisingSet.opcode] {
                 ctl.when(command: op, reply: [Ev.complete(op)])
             }
-            ctl.when(command: .leSetExtendedAdvertisingParameters, reply: [Ev.complete(.leSetExtendedAdvertisingParameters, [0x00, 0x05])])
+            ctl.when(command: HCI.LESetExtendedAdvertisingParameters.opcode, reply: [Ev.complete(HCI.LESetExtendedAdvertisingParameters.opcode, [0x00, 0x05])])
             stack = try BLEStack(transport: ctl, ownAddress: AdvertiserTests.own)
             stack.host.interruptible = false
             stack.central.airRequests = []
@@ -62,8 +62,8 @@ struct AdvertiserTests {
 
         /// Answers LE Set (Extended) Advertising Enable with success, always.
         func enableAlwaysSucceeds() {
-            ctl.when(command: .leSetAdvertisingEnable, reply: [Ev.complete(.leSetAdvertisingEnable)])
-            ctl.when(command: .leSetExtendedAdvertisingEnable, reply: [Ev.complete(.leSetExtendedAdvertisingEnable)])
+            ctl.when(command: HCI.LESetAdvertisingEnable.opcode, reply: [Ev.complete(HCI.LESetAdvertisingEnable.opcode)])
+            ctl.when(command: HCI.LESetExtendedAdvertisingEnable.opcode, reply: [Ev.complete(HCI.LESetExtendedAdvertisingEnable.opcode)])
         }
 
         func pump(ms: Int = 500, until done: () -> Bool) throws {
@@ -177,8 +177,8 @@ struct AdvertiserTests {
     @Test("a refused command fails start, and advertising is off")
     func startRefused() throws {
         let w = try World()
-        w.ctl.when(command: .leSetAdvertisingEnable, reply: [Ev.complete(.leSetAdvertisingEnable, [0x0C])])
-        #expect(throws: HCIError.commandFailed(.leSetAdvertisingEnable, .commandDisallowed)) { try w.adv.startAdvertising(Self.cassar) }
+        w.ctl.when(command: HCI.LESetAdvertisingEnable.opcode, reply: [Ev.complete(HCI.LESetAdvertisingEnable.opcode, [0x0C])])
+        #expect(throws: HCIError.commandFailed(HCI.LESetAdvertisingEnable.opcode, .commandDisallowed)) { try w.adv.startAdvertising(Self.cassar) }
         #expect(w.adv.state == .off)
     }
 
@@ -188,7 +188,7 @@ struct AdvertiserTests {
     func incomingConnection() throws {
         let w = try World()
         w.enableAlwaysSucceeds()
-        w.ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+        w.ctl.when(command: LECreateConnection.opcode, reply: [Ev.status(LECreateConnection.opcode)])
         var adopted = 0
         w.stack.central.adoptUnrequested { _ in adopted += 1; return true }
         try w.adv.startAdvertising(Self.cassar)
@@ -201,7 +201,7 @@ struct AdvertiserTests {
         #expect(c.role == 1 && c.handle == 1 && c.peer.address == BDAddress(Self.central)!)
         #expect(w.adv.connections[1] === c && w.stack.central.connections[1] === c)
         #expect(adopted == 0 && !attempt.isComplete)
-        #expect(!w.ctl.sentOpcodes.contains(HCIOpcode.disconnect.rawValue))
+        #expect(!w.ctl.sentOpcodes.contains(HCI.Disconnect.opcode.rawValue))
         // A Role 0 completion is still the attempt's.
         w.ctl.deliver(Self.connected(handle: 2, role: 0, peer: "C0:11:22:33:44:55"))
         try w.pump { attempt.isComplete }
@@ -211,10 +211,10 @@ struct AdvertiserTests {
     @Test("with nobody subscribed to connections, a Role 1 connection is disconnected as before")
     func nobodyListening() throws {
         let w = try World(listen: false)
-        w.ctl.when(command: .disconnect, reply: [Ev.status(.disconnect)])
+        w.ctl.when(command: HCI.Disconnect.opcode, reply: [Ev.status(HCI.Disconnect.opcode)])
         #expect(w.adv.subscriptionCount == 0)
         w.ctl.deliver(Self.connected(handle: 1, role: 1))
-        try w.pump { w.ctl.sentOpcodes.contains(HCIOpcode.disconnect.rawValue) }
+        try w.pump { w.ctl.sentOpcodes.contains(HCI.Disconnect.opcode.rawValue) }
         #expect(w.ctl.sentHex(.command).contains("01 06 04 03 01 00 13"))
     }
 
@@ -255,14 +255,14 @@ struct AdvertiserTests {
     func refusedRestart() throws {
         let w = try World()
         w.adv.maxConnections = 2
-        w.ctl.when(command: .leSetAdvertisingEnable, reply: [Ev.complete(.leSetAdvertisingEnable)], once: true)
-        w.ctl.when(command: .leSetAdvertisingEnable, reply: [Ev.complete(.leSetAdvertisingEnable, [0x0C])], once: true)
-        w.ctl.when(command: .leSetAdvertisingEnable, reply: [Ev.complete(.leSetAdvertisingEnable)])
+        w.ctl.when(command: HCI.LESetAdvertisingEnable.opcode, reply: [Ev.complete(HCI.LESetAdvertisingEnable.opcode)], once: true)
+        w.ctl.when(command: HCI.LESetAdvertisingEnable.opcode, reply: [Ev.complete(HCI.LESetAdvertisingEnable.opcode, [0x0C])], once: true)
+        w.ctl.when(command: HCI.LESetAdvertisingEnable.opcode, reply: [Ev.complete(HCI.LESetAdvertisingEnable.opcode)])
         try w.adv.startAdvertising(Self.cassar)
         w.ctl.deliver(Self.connected(handle: 1, role: 1))
         try w.pump { w.adv.state == .refused }
         #expect(w.adv.state == .refused && w.enables == 2)
-        #expect(w.adv.refusal as? HCIError == .commandFailed(.leSetAdvertisingEnable, .commandDisallowed))
+        #expect(w.adv.refusal as? HCIError == .commandFailed(HCI.LESetAdvertisingEnable.opcode, .commandDisallowed))
         #expect(w.events.last?.hasPrefix("refused") == true)
         w.ctl.deliver(Ev.disconnected(handle: 1))
         try w.pump { w.adv.state == .advertising }
@@ -274,7 +274,7 @@ struct AdvertiserTests {
     func closeStops() throws {
         let w = try World()
         w.enableAlwaysSucceeds()
-        w.ctl.when(command: .disconnect, reply: [Ev.status(.disconnect), Ev.disconnected(handle: 1, reason: 0x16)])
+        w.ctl.when(command: HCI.Disconnect.opcode, reply: [Ev.status(HCI.Disconnect.opcode), Ev.disconnected(handle: 1, reason: 0x16)])
         w.adv.maxConnections = 2
         try w.adv.startAdvertising(Self.cassar)
         w.ctl.deliver(Self.connected(handle: 1, role: 1))
@@ -343,7 +343,7 @@ struct AdvertiserTests {
         w.ctl.deliver(ACL.in(cid: CID.leSignalling, hex("12 05 08 00 18 00 28 00 00 00 90 01")))
         try w.pump { w.ctl.sentHex(.acl).contains("02 01 00 0a 00 06 00 05 00 01 05 02 00 00 00") }
         #expect(w.ctl.sentHex(.acl).last == "02 01 00 0a 00 06 00 05 00 01 05 02 00 00 00")
-        #expect(!w.ctl.sentOpcodes.contains(HCIOpcode.leConnectionUpdate.rawValue))
+        #expect(!w.ctl.sentOpcodes.contains(LEConnectionUpdate.opcode.rawValue))
         let central = L2CAPLink(host: w.stack.host, handle: 9)
         #expect(Self.failure(central.requestConnectionParameters(Self.wanted)) == .notPeripheral)
         _ = link

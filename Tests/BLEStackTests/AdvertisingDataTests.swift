@@ -225,7 +225,7 @@ struct MalformedADTests {
 /// A Central over a scripted controller that answers the scan commands.
 private func scanningCentral(extended: Bool = false) throws -> (ScriptedController, HCIHost, Central) {
     let ctl = ScriptedController()
-    for op in [HCIOpcode.leSetScanParameters, .leSetScanEnable, .leSetExtendedScanParameters, .leSetExtendedScanEnable] {
+    for op in [LEScanParameters.opcode, HCI.LESetScanEnable.opcode, HCI.LESetExtendedScanParameters.opcode, HCI.LESetExtendedScanEnable.opcode] {
         ctl.when(command: op, reply: [Ev.complete(op)])
     }
     let host = HCIHost(transport: ctl)
@@ -439,7 +439,7 @@ struct CentralConnectTests {
     @Test("a failed LE Connection Complete throws connectFailed with the status")
     func connectFailed() {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20"), h4("04 3e 13 01 3e 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 01 0d 20"), h4("04 3e 13 01 3e 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         let central = Central(host: host, info: ControllerInfo())
@@ -450,8 +450,8 @@ struct CentralConnectTests {
     @Test("connect timeout sends LE Create Connection Cancel and throws connectTimeout")
     func connectTimeout() {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20")])
-        ctl.when(h4("01 0e 20 00"), reply: [Ev.complete(.leCreateConnectionCancel), h4("04 3e 13 01 02 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 01 0d 20")])
+        ctl.when(h4("01 0e 20 00"), reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode), h4("04 3e 13 01 02 00 00 00 01 55 44 33 22 11 c0 00 00 00 00 00 00 00")])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         let central = Central(host: host, info: ControllerInfo())

@@ -20,13 +20,13 @@ struct ColdJobTests {
     static func job(stateDir: String) throws -> [UInt16] {
         let ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
         // Lists nothing optional: no extended scanning, no accept list, no LE states.
-        ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [UInt8](repeating: 0, count: 65))])
+        ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedCommands.opcode, [UInt8](repeating: 0, count: 65))])
         ctl.autoCompleteACL = true
-        ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
-        ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable), KeeperTests.report(KeeperTests.lamp, "Lamp1")], once: true)
-        ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
-        ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection), KeeperTests.connected(KeeperTests.lamp, handle: 1)])
-        ctl.when(command: .disconnect, reply: [Ev.status(.disconnect), Ev.disconnected(handle: 1, reason: 0x16)])
+        ctl.when(command: LEScanParameters.opcode, reply: [Ev.complete(LEScanParameters.opcode)])
+        ctl.when(command: HCI.LESetScanEnable.opcode, reply: [Ev.complete(HCI.LESetScanEnable.opcode), KeeperTests.report(KeeperTests.lamp, "Lamp1")], once: true)
+        ctl.when(command: HCI.LESetScanEnable.opcode, reply: [Ev.complete(HCI.LESetScanEnable.opcode)])
+        ctl.when(command: LECreateConnection.opcode, reply: [Ev.status(LECreateConnection.opcode), KeeperTests.connected(KeeperTests.lamp, handle: 1)])
+        ctl.when(command: HCI.Disconnect.opcode, reply: [Ev.status(HCI.Disconnect.opcode), Ev.disconnected(handle: 1, reason: 0x16)])
         let server = ScriptedGATTServer.pycom(0, 0, 0)
         ctl.respond = { server.answer($0) }
         let s = Session(try Options.parse(["--name", "Lamp1", "--rgb", "1,2,3", "--no-cache"]),

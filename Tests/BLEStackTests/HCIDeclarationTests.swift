@@ -9,17 +9,21 @@ import Testing
 /// the declarations.
 @Suite("HCI declarations")
 struct HCIDeclarationTests {
-    /// Every opcode constant attled's code names.
+    /// Every command declaration attled's code names, by its opcode: each is in `HCI.commands`.
     static let named: [HCIOpcode] = [
-        .disconnect, .setEventMask, .reset, .readLocalVersion, .readLocalSupportedCommands, .readLocalSupportedFeatures,
-        .readBufferSize, .readBDADDR, .leSetEventMask, .leReadBufferSize, .leReadLocalSupportedFeatures, .leSetRandomAddress,
-        .leSetAdvertisingParameters, .leSetAdvertisingData, .leSetScanResponseData, .leSetAdvertisingEnable,
-        .leSetScanParameters, .leSetScanEnable, .leCreateConnection, .leCreateConnectionCancel, .leReadFilterAcceptListSize,
-        .leClearFilterAcceptList, .leAddDeviceToFilterAcceptList, .leRemoveDeviceFromFilterAcceptList, .leConnectionUpdate,
-        .leReadRemoteFeatures, .leEnableEncryption, .leLongTermKeyRequestReply, .leLongTermKeyRequestNegativeReply,
-        .leReadSupportedStates, .leSetDataLength, .leSetPHY, .leSetExtendedScanParameters, .leSetExtendedScanEnable,
-        .leExtendedCreateConnection, .leSetAdvertisingSetRandomAddress, .leSetExtendedAdvertisingParameters,
-        .leSetExtendedAdvertisingData, .leSetExtendedScanResponseData, .leSetExtendedAdvertisingEnable, .leRemoveAdvertisingSet,
+        HCI.Disconnect.opcode, HCI.SetEventMask.opcode, HCI.Reset.opcode, HCI.ReadLocalVersion.opcode,
+        HCI.ReadLocalSupportedCommands.opcode, HCI.ReadLocalSupportedFeatures.opcode, HCI.ReadBufferSize.opcode,
+        HCI.ReadBDADDR.opcode, HCI.LESetEventMask.opcode, HCI.LEReadBufferSize.opcode, HCI.LEReadLocalSupportedFeatures.opcode,
+        HCI.LESetRandomAddress.opcode, HCI.LESetAdvertisingParameters.opcode, HCI.LESetAdvertisingData.opcode,
+        HCI.LESetScanResponseData.opcode, HCI.LESetAdvertisingEnable.opcode, LEScanParameters.opcode, HCI.LESetScanEnable.opcode,
+        LECreateConnection.opcode, HCI.LECreateConnectionCancel.opcode, HCI.LEReadFilterAcceptListSize.opcode,
+        HCI.LEClearFilterAcceptList.opcode, HCI.LEAddDeviceToFilterAcceptList.opcode,
+        HCI.LERemoveDeviceFromFilterAcceptList.opcode, LEConnectionUpdate.opcode, HCI.LEReadRemoteFeatures.opcode,
+        HCI.LEEnableEncryption.opcode, HCI.LELongTermKeyRequestReply.opcode, HCI.LELongTermKeyRequestNegativeReply.opcode,
+        HCI.LEReadSupportedStates.opcode, HCI.LESetDataLength.opcode, HCI.LESetPHY.opcode, HCI.LESetExtendedScanParameters.opcode,
+        HCI.LESetExtendedScanEnable.opcode, HCI.LEExtendedCreateConnection.opcode, HCI.LESetAdvertisingSetRandomAddress.opcode,
+        HCI.LESetExtendedAdvertisingParameters.opcode, HCI.LESetExtendedAdvertisingData.opcode,
+        HCI.LESetExtendedScanResponseData.opcode, HCI.LESetExtendedAdvertisingEnable.opcode, HCI.LERemoveAdvertisingSet.opcode,
     ]
     static let namedEvents: [HCIEventCode] = [
         .disconnectionComplete, .encryptionChange, .readRemoteVersionComplete, .commandComplete, .commandStatus,
@@ -88,18 +92,18 @@ struct HCIDeclarationTests {
 
     @Test("LE Set Data Length: one declaration gives the bytes, the decoder and the trace (7.8.33)")
     func setDataLength() throws {
-        let c = HCICommand.leSetDataLength(handle: 0x0040)
+        let c = HCI.LESetDataLength(handle: 0x0040).command
         #expect(c.encoded == hex("22 20 06 40 00 fb 00 48 08"))
         let d = try HCI.LESetDataLength.decode(c.parameters)
         #expect(d.handle == 0x40 && d.txOctets == 251 && d.txTime == 2120)
         #expect(c.traceFields == ["Handle: 64", "TX octets: 251", "TX time: 2120 usec"])
-        #expect(HCIOpcode.leSetDataLength.name == "LE Set Data Length")
+        #expect(HCI.LESetDataLength.opcode.name == "LE Set Data Length")
         #expect(expectWireError { try HCI.LESetDataLength.decode(hex("40 00 fb")) } == .truncated(field: "TX_Octets", needed: 2, available: 1))
     }
 
     @Test("the trace prints the declarations' labels; keys are masked unless shown")
     func traces() throws {
-        let enc = HCICommand.leEnableEncryption(handle: 1, rand: 0x0102030405060708, ediv: 0x1234, ltk: Array(0..<16))
+        let enc = HCI.LEEnableEncryption(handle: 1, rand: 0x0102030405060708, ediv: 0x1234, ltk: Array(0..<16)).command
         #expect(enc.traceFields == ["Handle: 1", "Rand: <hidden>", "EDIV: <hidden>", "LTK: <16-byte key hidden>"])
         #expect(enc.traceFields(showKeys: true) == ["Handle: 1", "Rand: 0x0102030405060708", "EDIV: 0x1234",
                                                     "LTK: 0f0e0d0c0b0a09080706050403020100"])

@@ -17,7 +17,7 @@ struct HCIHostCommandTests {
         let ctl = ScriptedController()
         ctl.when(h4("01 09 10 00"), reply: [h4("04 0e 0a 01 09 10 00 55 44 33 22 11 c0")])
         let host = makeHost(ctl)
-        let rp = try host.execute(.readBDADDR)
+        let rp = try host.execute(HCI.ReadBDADDR().command)
         #expect(rp == hex("00 55 44 33 22 11 c0"))
         #expect(ctl.sentHex() == ["01 09 10 00"])
         #expect(ctl.unexpected.isEmpty)
@@ -28,7 +28,7 @@ struct HCIHostCommandTests {
         let ctl = ScriptedController()
         ctl.when(h4("01 06 04 03 01 00 13"), reply: [h4("04 0f 04 00 01 06 04")])
         let host = makeHost(ctl)
-        #expect(try host.execute(.disconnect(handle: 1)) == [0x00])
+        #expect(try host.execute(HCI.Disconnect(handle: 1).command) == [0x00])
     }
 
     @Test("a command rejected in Command Complete throws commandFailed naming the opcode and status")
@@ -36,22 +36,22 @@ struct HCIHostCommandTests {
         let ctl = ScriptedController()
         ctl.when(h4("01 0c 20 02 01 00"), reply: [h4("04 0e 04 01 0c 20 0c")])
         let host = makeHost(ctl)
-        #expect(throws: HCIError.commandFailed(.leSetScanEnable, .commandDisallowed)) {
-            try host.execute(.leSetScanEnable(true, filterDuplicates: false))
+        #expect(throws: HCIError.commandFailed(HCI.LESetScanEnable.opcode, .commandDisallowed)) {
+            try host.execute(HCI.LESetScanEnable(enable: true, filterDuplicates: false).command)
         }
     }
 
     @Test("a command rejected in Command Status throws commandFailed naming the opcode and status")
     func rejectedStatus() {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 0c 01 0d 20")])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 0c 01 0d 20")])
         let host = makeHost(ctl)
         let req = LECreateConnection(peer: DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random), ownAddressType: .random)
         do {
             try host.executeExpectingStatus(req.command)
             Issue.record("no error")
         } catch let e as HCIError {
-            #expect(e == .commandFailed(.leCreateConnection, .commandDisallowed))
+            #expect(e == .commandFailed(LECreateConnection.opcode, .commandDisallowed))
             #expect(e.description.contains("LE Create Connection (0x200d)"))
         } catch { Issue.record("\(error)") }
     }
@@ -62,7 +62,7 @@ struct HCIHostCommandTests {
         let host = makeHost(ctl)
         host.commandTimeoutMs = 50
         let start = Instant.now()
-        #expect(throws: HCIError.commandTimeout(.reset, ms: 50)) { try host.execute(.reset) }
+        #expect(throws: HCIError.commandTimeout(HCI.Reset.opcode, ms: 50)) { try host.execute(HCI.Reset().command) }
         let elapsedMs = Int(Instant.now().usSince(start) / 1000)
         #expect(elapsedMs >= 50)
         #expect(elapsedMs < 1000, "took \(elapsedMs) ms")
@@ -72,10 +72,10 @@ struct HCIHostCommandTests {
     @Test("a timed-out command frees the queue: the next command is sent and answered")
     func timeoutDoesNotStallQueue() throws {
         let ctl = ScriptedController()
-        ctl.when(h4("01 01 10 00"), reply: [Ev.complete(.readLocalVersion, hex("00 0c 34 12 0c 5f 00 78 56"))])
+        ctl.when(h4("01 01 10 00"), reply: [Ev.complete(HCI.ReadLocalVersion.opcode, hex("00 0c 34 12 0c 5f 00 78 56"))])
         let host = makeHost(ctl)
-        #expect(throws: HCIError.commandTimeout(.reset, ms: 30)) { try host.execute(.reset, timeoutMs: 30) }
-        #expect(try host.execute(.readLocalVersion).count == 9)
+        #expect(throws: HCIError.commandTimeout(HCI.Reset.opcode, ms: 30)) { try host.execute(HCI.Reset().command, timeoutMs: 30) }
+        #expect(try host.execute(HCI.ReadLocalVersion().command).count == 9)
     }
 
     @Test("Num_HCI_Command_Packets = 0 holds the next command until a NOP Command Complete with ncmd 1")
@@ -86,8 +86,8 @@ struct HCIHostCommandTests {
         let host = makeHost(ctl)
         var first: Result<HCIHost.CommandOutcome, HCIError>?
         var second: Result<HCIHost.CommandOutcome, HCIError>?
-        host.enqueue(.reset) { first = $0 }
-        host.enqueue(.readBDADDR) { second = $0 }
+        host.enqueue(HCI.Reset().command) { first = $0 }
+        host.enqueue(HCI.ReadBDADDR().command) { second = $0 }
         #expect(ctl.sentHex() == ["01 03 0c 00"])
         #expect(try host.pump(until: Instant.now().adding(ms: 500)) { first != nil })
         #expect(host.commandCredits == 0)
@@ -104,13 +104,13 @@ struct HCIHostCommandTests {
     @Test("Num_HCI_Command_Packets = 0 holds the next command until another command's Command Complete with ncmd 1")
     func flowControlLaterComplete() throws {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 00 0d 20")]) // status ok, ncmd 0
-        ctl.when(h4("01 0e 20 00"), reply: [Ev.complete(.leCreateConnectionCancel)])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 00 0d 20")]) // status ok, ncmd 0
+        ctl.when(h4("01 0e 20 00"), reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode)])
         let host = makeHost(ctl)
         let req = LECreateConnection(peer: DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random), ownAddressType: .random)
         try host.executeExpectingStatus(req.command)
         var done = false
-        host.enqueue(.leCreateConnectionCancel) { _ in done = true }
+        host.enqueue(HCI.LECreateConnectionCancel().command) { _ in done = true }
         #expect(ctl.sentOpcodes == [0x200D])
         // A late Command Complete for some other (earlier) command restores the credit.
         ctl.deliver(Ev.complete(HCIOpcode(rawValue: 0x0C03), ncmd: 1))
@@ -121,9 +121,9 @@ struct HCIHostCommandTests {
     @Test("a Command Complete for a command nobody sent is ignored")
     func strayComplete() throws {
         let ctl = ScriptedController()
-        ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(.readBDADDR, hex("00 01 02 03 04 05 06")), h4("04 0e 04 01 03 0c 00")])
+        ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(HCI.ReadBDADDR.opcode, hex("00 01 02 03 04 05 06")), h4("04 0e 04 01 03 0c 00")])
         let host = makeHost(ctl)
-        #expect(try host.execute(.reset) == [0x00])
+        #expect(try host.execute(HCI.Reset().command) == [0x00])
     }
 
     @Test("events nobody waits for reach onEvent handlers, as do Command Complete and Number Of Completed Packets")
@@ -163,8 +163,8 @@ struct HCIHostCommandTests {
         let host = makeHost(ctl)
         var inFlight: Result<HCIHost.CommandOutcome, HCIError>?
         var queued: Result<HCIHost.CommandOutcome, HCIError>?
-        host.enqueue(.reset) { inFlight = $0 }
-        host.enqueue(.readLocalVersion) { queued = $0 }
+        host.enqueue(HCI.Reset().command) { inFlight = $0 }
+        host.enqueue(HCI.ReadLocalVersion().command) { queued = $0 }
         #expect(ctl.sentHex() == ["01 03 0c 00"])
         #expect(throws: HCIError.hardwareError(0x07)) { try host.pump(until: Instant.now().adding(ms: 500)) { false } }
         if case .failure(let e)? = inFlight { #expect(e == .hardwareError(0x07)) } else { Issue.record("in-flight command: \(String(describing: inFlight))") }
@@ -172,9 +172,9 @@ struct HCIHostCommandTests {
         #expect(ctl.sentHex() == ["01 03 0c 00"])
         #expect(host.failure == .hardwareError(0x07))
         var later: Result<HCIHost.CommandOutcome, HCIError>?
-        host.enqueue(.reset) { later = $0 }
+        host.enqueue(HCI.Reset().command) { later = $0 }
         if case .failure(let e)? = later { #expect(e == .hardwareError(0x07)) } else { Issue.record("later command not failed at once") }
-        #expect(throws: HCIError.hardwareError(0x07)) { try host.execute(.readBDADDR) }
+        #expect(throws: HCIError.hardwareError(0x07)) { try host.execute(HCI.ReadBDADDR().command) }
         #expect(ctl.sent.count == 1)
     }
 
@@ -183,7 +183,7 @@ struct HCIHostCommandTests {
         let ctl = ScriptedController()
         ctl.when(h4("01 03 0c 00"), reply: [h4("04 10 01 03")])
         let host = makeHost(ctl)
-        #expect(throws: HCIError.hardwareError(0x03)) { try host.execute(.reset) }
+        #expect(throws: HCIError.hardwareError(0x03)) { try host.execute(HCI.Reset().command) }
     }
 
     @Test("the transport closing mid-wait throws .transport(.closedByPeer)")
@@ -191,8 +191,8 @@ struct HCIHostCommandTests {
         let ctl = ScriptedController()
         ctl.closeWhenDrained = true
         let host = makeHost(ctl)
-        #expect(throws: HCIError.transport(.closedByPeer("scripted"))) { try host.execute(.reset) }
-        #expect(throws: HCIError.transport(.closedByPeer("scripted"))) { try host.execute(.reset) }
+        #expect(throws: HCIError.transport(.closedByPeer("scripted"))) { try host.execute(HCI.Reset().command) }
+        #expect(throws: HCIError.transport(.closedByPeer("scripted"))) { try host.execute(HCI.Reset().command) }
     }
 
     @Test("a send failure fails the command with the transport error")
@@ -200,7 +200,7 @@ struct HCIHostCommandTests {
         let ctl = ScriptedController()
         ctl.close()
         let host = makeHost(ctl)
-        #expect(throws: HCIError.transport(.closedByPeer("scripted"))) { try host.execute(.reset) }
+        #expect(throws: HCIError.transport(.closedByPeer("scripted"))) { try host.execute(HCI.Reset().command) }
     }
 }
 
@@ -315,7 +315,7 @@ struct HCIHostObserverTests {
         let host = makeHost(ctl)
         let rec = Recorder()
         host.observers.append(rec)
-        try host.execute(.reset)
+        try host.execute(HCI.Reset().command)
         #expect(rec.seen.count == 2)
         #expect(rec.seen[0].0 == h4("01 03 0c 00") && rec.seen[0].1 == .sent)
         #expect(rec.seen[1].0 == h4("04 0e 04 01 03 0c 00") && rec.seen[1].1 == .received)
@@ -327,17 +327,17 @@ struct HCIHostInitTests {
     /// A controller that answers the initialisation sequence; Read BD_ADDR returns `bdaddr`.
     static func controller(bdaddr: String, leBuffer: String = "00 1b 00 40", version: String = "00 0c 34 12 0c 5f 00 78 56") -> ScriptedController {
         let ctl = ScriptedController()
-        ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(.reset)])
-        ctl.when(h4("01 01 10 00"), reply: [Ev.complete(.readLocalVersion, hex(version))])
-        ctl.when(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + [UInt8](repeating: 0, count: 37) + [0x60] + [UInt8](repeating: 0, count: 26))])
-        ctl.when(h4("01 03 10 00"), reply: [Ev.complete(.readLocalSupportedFeatures, hex("00 00 00 00 00 60 00 00 00"))])
-        ctl.when(h4("01 03 20 00"), reply: [Ev.complete(.leReadLocalSupportedFeatures, hex("00 00 10 00 00 00 00 00 00"))])
-        ctl.when(h4("01 09 10 00"), reply: [Ev.complete(.readBDADDR, hex("00 " + bdaddr))])
-        ctl.when(command: .setEventMask, reply: [Ev.complete(.setEventMask)])
-        ctl.when(command: .leSetEventMask, reply: [Ev.complete(.leSetEventMask)])
-        ctl.when(h4("01 02 20 00"), reply: [Ev.complete(.leReadBufferSize, hex(leBuffer))])
-        ctl.when(h4("01 05 10 00"), reply: [Ev.complete(.readBufferSize, hex("00 fd 03 40 08 00"))])
-        ctl.when(command: .leSetRandomAddress, reply: [Ev.complete(.leSetRandomAddress)])
+        ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(HCI.Reset.opcode)])
+        ctl.when(h4("01 01 10 00"), reply: [Ev.complete(HCI.ReadLocalVersion.opcode, hex(version))])
+        ctl.when(h4("01 02 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedCommands.opcode, [0x00] + [UInt8](repeating: 0, count: 37) + [0x60] + [UInt8](repeating: 0, count: 26))])
+        ctl.when(h4("01 03 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedFeatures.opcode, hex("00 00 00 00 00 60 00 00 00"))])
+        ctl.when(h4("01 03 20 00"), reply: [Ev.complete(HCI.LEReadLocalSupportedFeatures.opcode, hex("00 00 10 00 00 00 00 00 00"))])
+        ctl.when(h4("01 09 10 00"), reply: [Ev.complete(HCI.ReadBDADDR.opcode, hex("00 " + bdaddr))])
+        ctl.when(command: HCI.SetEventMask.opcode, reply: [Ev.complete(HCI.SetEventMask.opcode)])
+        ctl.when(command: HCI.LESetEventMask.opcode, reply: [Ev.complete(HCI.LESetEventMask.opcode)])
+        ctl.when(h4("01 02 20 00"), reply: [Ev.complete(HCI.LEReadBufferSize.opcode, hex(leBuffer))])
+        ctl.when(h4("01 05 10 00"), reply: [Ev.complete(HCI.ReadBufferSize.opcode, hex("00 fd 03 40 08 00"))])
+        ctl.when(command: HCI.LESetRandomAddress.opcode, reply: [Ev.complete(HCI.LESetRandomAddress.opcode)])
         return ctl
     }
 
@@ -351,7 +351,7 @@ struct HCIHostInitTests {
         #expect(ctl.sentHex().contains("01 01 20 08 5f 1a 08 00 00 00 00 00"))
         let setRandom = try #require(ctl.sent.last)
         let cmd = try HCICommand.decode(setRandom.bytes)
-        #expect(cmd.opcode == .leSetRandomAddress)
+        #expect(cmd.opcode == HCI.LESetRandomAddress.opcode)
         #expect(cmd.parameters.count == 6)
         #expect(cmd.parameters[5] & 0xC0 == 0xC0)
         #expect(info.ownAddress.type == .random)
@@ -395,14 +395,14 @@ struct HCIHostInitTests {
     @Test("optional commands that the controller rejects are tolerated")
     func optionalRejected() throws {
         let ctl = ScriptedController()
-        ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(.reset)])
-        for op in [HCIOpcode.readLocalVersion, .readLocalSupportedCommands, .readLocalSupportedFeatures, .leReadLocalSupportedFeatures] {
+        ctl.when(h4("01 03 0c 00"), reply: [Ev.complete(HCI.Reset.opcode)])
+        for op in [HCI.ReadLocalVersion.opcode, HCI.ReadLocalSupportedCommands.opcode, HCI.ReadLocalSupportedFeatures.opcode, HCI.LEReadLocalSupportedFeatures.opcode] {
             ctl.when(command: op, reply: [Ev.complete(op, [0x01])])
         }
-        ctl.when(h4("01 09 10 00"), reply: [Ev.complete(.readBDADDR, hex("00 55 44 33 22 11 c0"))])
-        ctl.when(command: .setEventMask, reply: [Ev.complete(.setEventMask)])
-        ctl.when(command: .leSetEventMask, reply: [Ev.complete(.leSetEventMask)])
-        ctl.when(h4("01 02 20 00"), reply: [Ev.complete(.leReadBufferSize, hex("00 1b 00 40"))])
+        ctl.when(h4("01 09 10 00"), reply: [Ev.complete(HCI.ReadBDADDR.opcode, hex("00 55 44 33 22 11 c0"))])
+        ctl.when(command: HCI.SetEventMask.opcode, reply: [Ev.complete(HCI.SetEventMask.opcode)])
+        ctl.when(command: HCI.LESetEventMask.opcode, reply: [Ev.complete(HCI.LESetEventMask.opcode)])
+        ctl.when(h4("01 02 20 00"), reply: [Ev.complete(HCI.LEReadBufferSize.opcode, hex("00 1b 00 40"))])
         let info = try makeHost(ctl).initialise()
         #expect(info.version == nil)
         #expect(info.supportedCommands.isEmpty)

@@ -10,15 +10,15 @@ private let peer = DeviceAddress(BDAddress("C0:11:22:33:44:55")!, .random)
 @Suite("HCI command encoders")
 struct HCICommandTests {
     @Test("commands without parameters", arguments: [
-        (HCICommand.reset, "01 03 0c 00"),
-        (.readLocalVersion, "01 01 10 00"),
-        (.readLocalSupportedCommands, "01 02 10 00"),
-        (.readLocalSupportedFeatures, "01 03 10 00"),
-        (.readBufferSize, "01 05 10 00"),
-        (.readBDADDR, "01 09 10 00"),
-        (.leReadBufferSize, "01 02 20 00"),
-        (.leReadLocalSupportedFeatures, "01 03 20 00"),
-        (.leCreateConnectionCancel, "01 0e 20 00"),
+        (HCI.Reset().command, "01 03 0c 00"),
+        (HCI.ReadLocalVersion().command, "01 01 10 00"),
+        (HCI.ReadLocalSupportedCommands().command, "01 02 10 00"),
+        (HCI.ReadLocalSupportedFeatures().command, "01 03 10 00"),
+        (HCI.ReadBufferSize().command, "01 05 10 00"),
+        (HCI.ReadBDADDR().command, "01 09 10 00"),
+        (HCI.LEReadBufferSize().command, "01 02 20 00"),
+        (HCI.LEReadLocalSupportedFeatures().command, "01 03 20 00"),
+        (HCI.LECreateConnectionCancel().command, "01 0e 20 00"),
     ])
     func noParameters(command: HCICommand, wire: String) throws {
         #expect(command.packet.h4 == hex(wire))
@@ -27,36 +27,36 @@ struct HCICommandTests {
 
     @Test("Set Event Mask carries the standard mask, little-endian")
     func setEventMask() throws {
-        let c = HCICommand.setEventMask(EventMasks.standard)
+        let c = HCI.SetEventMask(mask: EventMasks.standard).command
         #expect(c.packet.h4 == hex("01 01 0c 08 90 88 00 02 00 80 00 20"))
         #expect(try HCICommand.decode(c.encoded) == c)
     }
 
     @Test("LE Set Event Mask carries the LE mask")
     func leSetEventMask() throws {
-        let c = HCICommand.leSetEventMask(EventMasks.le)
+        let c = HCI.LESetEventMask(mask: EventMasks.le).command
         #expect(c.packet.h4 == hex("01 01 20 08 5f 1a 08 00 00 00 00 00"))
         #expect(try HCICommand.decode(c.encoded) == c)
     }
 
     @Test("LE Set Random Address writes the address in wire order")
     func leSetRandomAddress() throws {
-        let c = HCICommand.leSetRandomAddress(BDAddress("C0:11:22:33:44:55")!)
+        let c = HCI.LESetRandomAddress(address: BDAddress("C0:11:22:33:44:55")!).command
         #expect(c.packet.h4 == hex("01 05 20 06 55 44 33 22 11 c0"))
     }
 
     @Test("Disconnect: handle and reason (default Remote User Terminated 0x13)")
     func disconnect() {
-        #expect(HCICommand.disconnect(handle: 0x0001).packet.h4 == hex("01 06 04 03 01 00 13"))
-        #expect(HCICommand.disconnect(handle: 0x0EFF, reason: .localHostTerminated).packet.h4 == hex("01 06 04 03 ff 0e 16"))
+        #expect(HCI.Disconnect(handle: 0x0001).command.packet.h4 == hex("01 06 04 03 01 00 13"))
+        #expect(HCI.Disconnect(handle: 0x0EFF, reason: .localHostTerminated).command.packet.h4 == hex("01 06 04 03 ff 0e 16"))
     }
 
     @Test("LE Set Scan Enable and its extended form")
     func scanEnable() {
-        #expect(HCICommand.leSetScanEnable(true, filterDuplicates: false).packet.h4 == hex("01 0c 20 02 01 00"))
-        #expect(HCICommand.leSetScanEnable(false, filterDuplicates: true).packet.h4 == hex("01 0c 20 02 00 01"))
-        #expect(HCICommand.leSetExtendedScanEnable(true, filterDuplicates: false).packet.h4 == hex("01 42 20 06 01 00 00 00 00 00"))
-        #expect(HCICommand.leSetExtendedScanEnable(true, filterDuplicates: true, duration: 0x03E8, period: 1).packet.h4
+        #expect(HCI.LESetScanEnable(enable: true, filterDuplicates: false).command.packet.h4 == hex("01 0c 20 02 01 00"))
+        #expect(HCI.LESetScanEnable(enable: false, filterDuplicates: true).command.packet.h4 == hex("01 0c 20 02 00 01"))
+        #expect(HCI.LESetExtendedScanEnable(enable: true, filterDuplicates: false).command.packet.h4 == hex("01 42 20 06 01 00 00 00 00 00"))
+        #expect(HCI.LESetExtendedScanEnable(enable: true, filterDuplicates: true, duration: 0x03E8, period: 1).command.packet.h4
                 == hex("01 42 20 06 01 01 e8 03 01 00"))
     }
 
@@ -137,10 +137,10 @@ struct HCICommandTests {
 
     @Test("opcodes split into OGF and OCF, and print their names")
     func opcodes() {
-        #expect(HCIOpcode.leCreateConnection.ogf == 0x08)
-        #expect(HCIOpcode.leCreateConnection.ocf == 0x000D)
-        #expect(HCIOpcode(ogf: 0x03, ocf: 0x003) == .reset)
-        #expect(HCIOpcode.reset.description == "Reset (0x0c03)")
+        #expect(LECreateConnection.opcode.ogf == 0x08)
+        #expect(LECreateConnection.opcode.ocf == 0x000D)
+        #expect(HCIOpcode(ogf: 0x03, ocf: 0x003) == HCI.Reset.opcode)
+        #expect(HCI.Reset.opcode.description == "Reset (0x0c03)")
         #expect(HCIOpcode(rawValue: 0xFC01).name == "Vendor Command")
         #expect(HCIOpcode(rawValue: 0x2099).description == "Unknown Command (0x2099)")
         #expect(HCIStatus.commandDisallowed.description == "Command Disallowed (0x0c)")
@@ -191,12 +191,12 @@ private let directedReport: AdvertisingReport = {
 
 let eventVectors: [EventVector] = [
     EventVector(name: "Command Complete (Reset)", wire: "0e 04 01 03 0c 00",
-                expected: .commandComplete(CommandComplete(numCommandPackets: 1, opcode: .reset, returnParameters: [0])), minimumParameters: 3),
+                expected: .commandComplete(CommandComplete(numCommandPackets: 1, opcode: HCI.Reset.opcode, returnParameters: [0])), minimumParameters: 3),
     EventVector(name: "Command Complete (Read BD_ADDR)", wire: "0e 0a 01 09 10 00 55 44 33 22 11 c0",
-                expected: .commandComplete(CommandComplete(numCommandPackets: 1, opcode: .readBDADDR, returnParameters: hex("00 55 44 33 22 11 c0"))),
+                expected: .commandComplete(CommandComplete(numCommandPackets: 1, opcode: HCI.ReadBDADDR.opcode, returnParameters: hex("00 55 44 33 22 11 c0"))),
                 minimumParameters: 3),
     EventVector(name: "Command Status", wire: "0f 04 00 01 0d 20",
-                expected: .commandStatus(CommandStatus(status: .success, numCommandPackets: 1, opcode: .leCreateConnection))),
+                expected: .commandStatus(CommandStatus(status: .success, numCommandPackets: 1, opcode: LECreateConnection.opcode))),
     EventVector(name: "Disconnection Complete", wire: "05 04 00 01 00 13",
                 expected: .disconnectionComplete(DisconnectionComplete(status: .success, handle: 1, reason: .remoteUserTerminated))),
     EventVector(name: "Number Of Completed Packets", wire: "13 09 02 01 00 02 00 40 00 01 00",
@@ -415,9 +415,9 @@ struct ACLPacketTests {
 struct HCIErrorTests {
     @Test("errors name the command and status")
     func descriptions() {
-        #expect(HCIError.commandFailed(.leCreateConnection, .commandDisallowed).description
+        #expect(HCIError.commandFailed(LECreateConnection.opcode, .commandDisallowed).description
                 == "the controller rejected LE Create Connection (0x200d): Command Disallowed (0x0c)")
-        #expect(HCIError.commandTimeout(.leSetScanEnable, ms: 50).description.hasPrefix("the controller did not answer LE Set Scan Enable (0x200c) within 50 ms"))
+        #expect(HCIError.commandTimeout(HCI.LESetScanEnable.opcode, ms: 50).description.hasPrefix("the controller did not answer LE Set Scan Enable (0x200c) within 50 ms"))
         #expect(HCIError.hardwareError(0x07).description.contains("Hardware Error 0x07"))
         #expect(HCIError.transport(.closedByPeer("tcp:x:1")).description.contains("tcp:x:1"))
     }

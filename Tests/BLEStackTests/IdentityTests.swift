@@ -25,7 +25,7 @@ struct IdentityTests {
 
     func setRandomAddress(_ ctl: ScriptedController) throws -> [UInt8] {
         let sent = try ctl.sent.map { try HCICommand.decode($0.bytes) }
-        return try #require(sent.last { $0.opcode == .leSetRandomAddress }).parameters
+        return try #require(sent.last { $0.opcode == HCI.LESetRandomAddress.opcode }).parameters
     }
 
     @Test("with no public address, two stacks on one state directory use the same static random address, kept 0600")

@@ -19,20 +19,20 @@ struct KeeperOwnersTests {
     /// Disconnection Complete (0x16).
     static func controller() -> ScriptedController {
         let ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
-        ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
-        ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
+        ctl.when(command: LEScanParameters.opcode, reply: [Ev.complete(LEScanParameters.opcode)])
+        ctl.when(command: HCI.LESetScanEnable.opcode, reply: [Ev.complete(HCI.LESetScanEnable.opcode)])
         var next: UInt8 = 0
         ctl.respond = { p in
             guard p.type == .command, p.bytes.count >= 3 else { return nil }
             let op = UInt16(p.bytes[0]) | UInt16(p.bytes[1]) << 8
-            if op == HCIOpcode.leCreateConnection.rawValue, p.bytes.count >= 15 {
+            if op == LECreateConnection.opcode.rawValue, p.bytes.count >= 15 {
                 next += 1
                 let peer = BDAddress(wire: Array(p.bytes[9..<15])).description
-                return [Ev.status(.leCreateConnection), KeeperTests.connected(peer, handle: next)]
+                return [Ev.status(LECreateConnection.opcode), KeeperTests.connected(peer, handle: next)]
             }
-            if op == HCIOpcode.disconnect.rawValue, p.bytes.count >= 6 {
+            if op == HCI.Disconnect.opcode.rawValue, p.bytes.count >= 6 {
                 let handle = UInt16(p.bytes[3]) | UInt16(p.bytes[4]) << 8
-                return [Ev.status(.disconnect), Ev.disconnected(handle: handle, reason: 0x16)]
+                return [Ev.status(HCI.Disconnect.opcode), Ev.disconnected(handle: handle, reason: 0x16)]
             }
             return nil
         }
@@ -167,7 +167,7 @@ struct KeeperOwnersTests {
         })
         // The first controller answers nothing from now on (its scan start times out).
         r.stack.host.commandTimeoutMs = 100
-        r.ctl.removeRules(for: .leSetScanParameters)
+        r.ctl.removeRules(for: LEScanParameters.opcode)
         r.keeper.subscribe { [weak keeper = r.keeper] e in if case .controllerBack = e { keeper?.stop() } }
         try r.keeper.run()
         #expect(r.lampEvents == ["controller lost", "controller back"])

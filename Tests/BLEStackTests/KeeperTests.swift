@@ -43,14 +43,14 @@ struct KeeperTests {
             if acceptList {
                 var commands = [UInt8](repeating: 0, count: 64)
                 commands[26] = 0xC0; commands[27] = 0x03; commands[37] = 0x60
-                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + commands)])
-                ctl.when(command: .leReadFilterAcceptListSize, reply: [Ev.complete(.leReadFilterAcceptListSize, [0x00, 0x08])])
-                ctl.when(command: .leClearFilterAcceptList, reply: [Ev.complete(.leClearFilterAcceptList)])
-                ctl.when(command: .leAddDeviceToFilterAcceptList, reply: [Ev.complete(.leAddDeviceToFilterAcceptList)])
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedCommands.opcode, [0x00] + commands)])
+                ctl.when(command: HCI.LEReadFilterAcceptListSize.opcode, reply: [Ev.complete(HCI.LEReadFilterAcceptListSize.opcode, [0x00, 0x08])])
+                ctl.when(command: HCI.LEClearFilterAcceptList.opcode, reply: [Ev.complete(HCI.LEClearFilterAcceptList.opcode)])
+                ctl.when(command: HCI.LEAddDeviceToFilterAcceptList.opcode, reply: [Ev.complete(HCI.LEAddDeviceToFilterAcceptList.opcode)])
             }
-            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
-            ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
-            ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+            ctl.when(command: LEScanParameters.opcode, reply: [Ev.complete(LEScanParameters.opcode)])
+            ctl.when(command: HCI.LESetScanEnable.opcode, reply: [Ev.complete(HCI.LESetScanEnable.opcode)])
+            ctl.when(command: LECreateConnection.opcode, reply: [Ev.status(LECreateConnection.opcode)])
             stack = try BLEStack(transport: ctl)
             stack.host.interruptible = false
             stack.central.airRequests = []
@@ -118,7 +118,7 @@ struct KeeperTests {
     @Test("Connection Limit Exceeded with a link up: capacity 1 learned, both devices on demand (a slot kept free), the kept link released; need() connects only with work")
     func capacityAndOnDemand() throws {
         let w = try World()
-        w.ctl.when(command: .disconnect, reply: [Ev.status(.disconnect), h4("04 05 04 00 01 00 16")])
+        w.ctl.when(command: HCI.Disconnect.opcode, reply: [Ev.status(HCI.Disconnect.opcode), h4("04 05 04 00 01 00 16")])
         w.keeper.attach(w.stack)
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
         try w.pump { !w.connectsSent.isEmpty }
@@ -157,8 +157,8 @@ struct KeeperTests {
         let w = try World(policy: policy, reopen: {
             reopened += 1
             let ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
-            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
-            ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)])
+            ctl.when(command: LEScanParameters.opcode, reply: [Ev.complete(LEScanParameters.opcode)])
+            ctl.when(command: HCI.LESetScanEnable.opcode, reply: [Ev.complete(HCI.LESetScanEnable.opcode)])
             let s = try BLEStack(transport: ctl)
             s.host.interruptible = false
             second = s
@@ -166,7 +166,7 @@ struct KeeperTests {
         })
         // The first controller answers nothing from now on (its scan enable times out).
         w.stack.host.commandTimeoutMs = 100
-        w.ctl.removeRules(for: .leSetScanParameters)
+        w.ctl.removeRules(for: LEScanParameters.opcode)
         w.keeper.subscribe { [weak keeper = w.keeper] e in if case .controllerBack = e { keeper?.stop() } }
         try w.keeper.run()
         #expect(reopened == 1)
@@ -220,7 +220,7 @@ struct KeeperTests {
     @Test("a reached address that does not answer fails after its own timeout; forgotten, its report is adopted again")
     func reachTimesOutThenForget() throws {
         let w = try World(policy: Self.once, claim: .once)
-        w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), Self.connected(Self.lamp, handle: 0, status: 0x02)])
+        w.ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode), Self.connected(Self.lamp, handle: 0, status: 0x02)])
         var scanning = false
         w.owner.scanWanted = { scanning }
         w.keeper.attach(w.stack)
@@ -305,7 +305,7 @@ struct KeeperTests {
     @Test("a set-up the owner refused (its link still up) is disconnected and backs off: the accept list waits for the backoff")
     func refusedSetUpBacksOff() throws {
         let w = try World(policy: DeviceKeeper.Policy(), acceptList: true)
-        w.ctl.when(command: .disconnect, reply: [Ev.status(.disconnect), Ev.disconnected(handle: 1, reason: 0x16)])
+        w.ctl.when(command: HCI.Disconnect.opcode, reply: [Ev.status(HCI.Disconnect.opcode), Ev.disconnected(handle: 1, reason: 0x16)])
         w.keeper.attach(w.stack)
         w.ctl.deliver(Self.report(Self.lamp, "Lamp1"))
         try w.pump { !w.connectsSent.isEmpty }

@@ -108,8 +108,8 @@ struct MultiLinkTests {
     func closeFailsEverything() throws {
         let t = TwoLinks()
         var cmdResults: [Result<HCIHost.CommandOutcome, HCIError>] = []
-        t.host.enqueue(.readBDADDR) { cmdResults.append($0) }   // in flight (1 credit)
-        t.host.enqueue(.readLocalVersion) { cmdResults.append($0) } // queued
+        t.host.enqueue(HCI.ReadBDADDR().command) { cmdResults.append($0) }   // in flight (1 credit)
+        t.host.enqueue(HCI.ReadLocalVersion().command) { cmdResults.append($0) } // queued
         let ra = t.a.submit(ATT.ReadRequest(handle: 0x0010))
         let rb = t.b.submit(ATT.ReadRequest(handle: 0x0020))
         var fired = false
@@ -126,20 +126,20 @@ struct MultiLinkTests {
         #expect(closes == 1)
         #expect(throws: HCIError.closed) { try t.host.pump(until: Instant.now().adding(ms: 50)) { false } }
         #expect(!fired)
-        #expect(throws: HCIError.closed) { try t.host.execute(.reset) }
+        #expect(throws: HCIError.closed) { try t.host.execute(HCI.Reset().command) }
     }
 
     @Test("a command held back by zero command credits times out at its own deadline, counted from when it was queued")
     func zeroCreditsTimeout() throws {
         let ctl = ScriptedController()
         // Reset is answered with Num_HCI_Command_Packets 0 and nothing frees a credit.
-        ctl.when(command: .reset, reply: [Ev.complete(.reset, ncmd: 0)])
+        ctl.when(command: HCI.Reset.opcode, reply: [Ev.complete(HCI.Reset.opcode, ncmd: 0)])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
-        try host.execute(.reset)
+        try host.execute(HCI.Reset().command)
         #expect(host.commandCredits == 0)
         let start = Instant.now()
-        #expect(throws: HCIError.commandTimeout(.readBDADDR, ms: 80)) { try host.execute(.readBDADDR, timeoutMs: 80) }
+        #expect(throws: HCIError.commandTimeout(HCI.ReadBDADDR.opcode, ms: 80)) { try host.execute(HCI.ReadBDADDR().command, timeoutMs: 80) }
         #expect(start.msUntil(Instant.now()) < 0 || Instant.now().usSince(start) < 1_000_000)
         #expect(ctl.sentOpcodes == [0x0C03]) // never sent
     }
@@ -261,7 +261,7 @@ struct ConnectionManagerTests {
     @Test("connections are made one at a time: the second LE Create Connection waits for the first LE Connection Complete")
     func serialised() throws {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20")])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 01 0d 20")])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         let central = Central(host: host, info: ControllerInfo())
@@ -284,24 +284,24 @@ struct ConnectionManagerTests {
     @Test("a connection rejected with Command Disallowed fails that attempt and the next one proceeds")
     func rejectedThenNext() throws {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 0c 01 0d 20")], once: true)
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20"), h4("04 3e 13 01 00 02 00 00 01 66 44 33 22 11 c0 06 00 00 00 c8 00 00")])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 0c 01 0d 20")], once: true)
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 01 0d 20"), h4("04 3e 13 01 00 02 00 00 01 66 44 33 22 11 c0 06 00 00 00 c8 00 00")])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         let central = Central(host: host, info: ControllerInfo())
         let fa = central.startConnect(to: Self.peerA, timeoutMs: 1000)
         let fb = central.startConnect(to: Self.peerB, timeoutMs: 1000)
         _ = try host.pump(until: Instant.now().adding(ms: 300)) { fa.isComplete && fb.isComplete }
-        #expect(throws: HCIError.commandFailed(.leCreateConnection, .commandDisallowed)) { try fa.result?.get() }
+        #expect(throws: HCIError.commandFailed(LECreateConnection.opcode, .commandDisallowed)) { try fa.result?.get() }
         #expect(try fb.result?.get().peer == Self.peerB)
     }
 
     @Test("a connection that completes after its attempt was given up is disconnected, not leaked")
     func lateCompletionDisconnected() throws {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20")])
-        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel)]) // but no Connection Complete (Bumble)
-        ctl.when(command: .disconnect, reply: [h4("04 0f 04 00 01 06 04"), h4("04 05 04 00 01 00 16")])
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 01 0d 20")])
+        ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode)]) // but no Connection Complete (Bumble)
+        ctl.when(command: HCI.Disconnect.opcode, reply: [h4("04 0f 04 00 01 06 04"), h4("04 05 04 00 01 00 16")])
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         let central = Central(host: host, info: ControllerInfo())
@@ -317,8 +317,8 @@ struct ConnectionManagerTests {
     @Test("a late completion the owner adopts (the gateway) is kept: handed to onUnrequestedConnection, no Disconnect")
     func lateCompletionAdopted() throws {
         let ctl = ScriptedController()
-        ctl.when(command: .leCreateConnection, reply: [h4("04 0f 04 00 01 0d 20")])
-        ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel)]) // no Connection Complete (stock Bumble)
+        ctl.when(command: LECreateConnection.opcode, reply: [h4("04 0f 04 00 01 0d 20")])
+        ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode)]) // no Connection Complete (stock Bumble)
         let host = HCIHost(transport: ctl)
         host.interruptible = false
         let central = Central(host: host, info: ControllerInfo())

@@ -61,10 +61,10 @@ struct PeripheralSecurityTests {
         let p = Peripheral(store: try store(with: b))
         #expect(p.security.hasBond)
         if matching {
-            p.f.ctl.expect(reply(legacyKey), reply: [Ev.complete(.leLongTermKeyRequestReply, [0, 1, 0]), encryptionOn])
+            p.f.ctl.expect(reply(legacyKey), reply: [Ev.complete(HCI.LELongTermKeyRequestReply.opcode, [0, 1, 0]), encryptionOn])
             p.f.ctl.deliver(ltkRequest(ediv: 0xBEEF, rand: 0x0102_0304_0506_0708))
         } else {
-            p.f.ctl.expect(negativeReply, reply: [Ev.complete(.leLongTermKeyRequestNegativeReply, [0, 1, 0]), h4("04 08 04 06 01 00 00")])
+            p.f.ctl.expect(negativeReply, reply: [Ev.complete(HCI.LELongTermKeyRequestNegativeReply.opcode, [0, 1, 0]), h4("04 08 04 06 01 00 00")])
             p.f.ctl.deliver(ltkRequest(ediv: 0xBEEF, rand: 0x0102_0304_0506_0709))
         }
         try p.f.drain()
@@ -142,7 +142,7 @@ struct PeripheralSecurityTests {
         let p = Peripheral(store: try store(with: b))
         p.f.ctl.expect(ACL.out(cid: CID.smp, hex("0b 09")))
         #expect(p.security.sendSecurityRequest() && p.security.isPairing)
-        p.f.ctl.expect(reply(scKey), reply: [Ev.complete(.leLongTermKeyRequestReply, [0, 1, 0]), encryptionOn])
+        p.f.ctl.expect(reply(scKey), reply: [Ev.complete(HCI.LELongTermKeyRequestReply.opcode, [0, 1, 0]), encryptionOn])
         p.f.ctl.deliver(ltkRequest(ediv: 0, rand: 0))
         try p.f.drain()
         p.f.verifyScriptDone()
@@ -187,7 +187,7 @@ struct PeripheralSecurityTests {
         // The clientAddress comes back from its private address: its bond answers.
         let again = Peripheral(store: s, central: rpa)
         #expect(again.security.hasBond)
-        again.f.ctl.expect(reply(key), reply: [Ev.complete(.leLongTermKeyRequestReply, [0, 1, 0]), encryptionOn])
+        again.f.ctl.expect(reply(key), reply: [Ev.complete(HCI.LELongTermKeyRequestReply.opcode, [0, 1, 0]), encryptionOn])
         again.f.ctl.deliver(ltkRequest(ediv: key.ediv, rand: key.rand))
         try again.f.drain()
         again.f.verifyScriptDone()
@@ -223,9 +223,9 @@ private final class CentralPeer {
     }
 
     func answer(_ p: HCIPacket) -> [HCIPacket]? {
-        if p.type == .command, let c = try? HCICommand.decode(p.bytes), c.opcode == .leLongTermKeyRequestReply {
+        if p.type == .command, let c = try? HCICommand.decode(p.bytes), c.opcode == HCI.LELongTermKeyRequestReply.opcode {
             keyGiven = Array(c.parameters.dropFirst(2))
-            return [Ev.complete(.leLongTermKeyRequestReply, [0, 1, 0]), encryptionOn] + packets(smp.encryptionChanged(status: 0))
+            return [Ev.complete(HCI.LELongTermKeyRequestReply.opcode, [0, 1, 0]), encryptionOn] + packets(smp.encryptionChanged(status: 0))
         }
         guard p.type == .acl, let acl = try? ACLPacket.decode(p.bytes), acl.data.count >= 5,
               acl.data[2] == 0x06, acl.data[3] == 0x00 else { return nil }

@@ -45,19 +45,19 @@ struct ReacherTests {
 
         /// - Parameter scanBeside: the controller lists LE Read Supported
         ///   States and its states allow scanning while initiating (bits 22, 23).
-        init(_ args: String, scanEnable: [HCIPacket] = [Ev.complete(.leSetScanEnable)], cache: (String, String)? = nil,
+        init(_ args: String, scanEnable: [HCIPacket] = [Ev.complete(HCI.LESetScanEnable.opcode)], cache: (String, String)? = nil,
              scanBeside: Bool = false) throws {
             dir = try GATTCacheTests.tempDirectory()
             ctl = HCIHostInitTests.controller(bdaddr: "00 00 00 00 00 00")
             if scanBeside {
                 var commands = [UInt8](repeating: 0, count: 64)
                 commands[28] = 0x08; commands[37] = 0x60
-                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + commands)])
-                ctl.when(command: .leReadSupportedStates, reply: [Ev.complete(.leReadSupportedStates, [0x00, 0x00, 0x00, 0xC0, 0x00, 0x00, 0x00, 0x00, 0x00])])
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedCommands.opcode, [0x00] + commands)])
+                ctl.when(command: HCI.LEReadSupportedStates.opcode, reply: [Ev.complete(HCI.LEReadSupportedStates.opcode, [0x00, 0x00, 0x00, 0xC0, 0x00, 0x00, 0x00, 0x00, 0x00])])
             }
-            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
-            ctl.when(command: .leSetScanEnable, reply: scanEnable)
-            ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)])
+            ctl.when(command: LEScanParameters.opcode, reply: [Ev.complete(LEScanParameters.opcode)])
+            ctl.when(command: HCI.LESetScanEnable.opcode, reply: scanEnable)
+            ctl.when(command: LECreateConnection.opcode, reply: [Ev.status(LECreateConnection.opcode)])
             session = Session(try Options.parse(args.split(separator: " ").map(String.init)),
                               environment: ["XDG_CACHE_HOME": dir, "XDG_STATE_HOME": dir])
             if let (name, addr) = cache { session.cache?.remember(name: name, DeviceAddress(BDAddress(addr)!, .random)) }
@@ -223,7 +223,7 @@ struct ReacherTests {
     @Test("a cached address is tried first, briefly; when it does not answer it is forgotten and the target waits for the scan, which finds it")
     func cachedAddressFallsBack() throws {
         let w = try World("get --name Lamp1 --connect-timeout 5000", cache: ("Lamp1", Self.lamp1))
-        w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), KeeperTests.connected(Self.lamp1, handle: 0, status: 0x02)])
+        w.ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode), KeeperTests.connected(Self.lamp1, handle: 0, status: 0x02)])
         let p = w.probes[0]
         let start = Instant.now()
         w.reacher.start()
@@ -244,7 +244,7 @@ struct ReacherTests {
 
     @Test("a scan that cannot start ends the run with the controller's error")
     func scanFailure() throws {
-        let refused = try World("get --name Lamp1", scanEnable: [Ev.complete(.leSetScanEnable, [0x0C])])
+        let refused = try World("get --name Lamp1", scanEnable: [Ev.complete(HCI.LESetScanEnable.opcode, [0x0C])])
         refused.reacher.start()
         // (#require(throws:) returns the error only from Swift 6.1's Testing on.)
         do {

@@ -16,11 +16,11 @@ struct EncryptionHCITests {
     @Test("LE Enable Encryption: handle, Rand, EDIV and the LTK, least significant octet first (7.8.24)")
     func enableEncryption() {
         let ltk = (1...16).map { UInt8($0) }
-        let c = HCICommand.leEnableEncryption(handle: 0x0040, rand: 0x0102030405060708, ediv: 0xBEEF, ltk: ltk)
+        let c = HCI.LEEnableEncryption(handle: 0x0040, rand: 0x0102030405060708, ediv: 0xBEEF, ltk: ltk).command
         #expect(Hex.string(c.packet.h4) == "01 19 20 1c 40 00 08 07 06 05 04 03 02 01 ef be 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10")
         // A wrong-length key is padded/cut, never a trap.
-        #expect(HCICommand.leEnableEncryption(handle: 1, rand: 0, ediv: 0, ltk: [1]).parameters.count == 28)
-        #expect(HCICommand.leEnableEncryption(handle: 1, rand: 0, ediv: 0, ltk: [UInt8](repeating: 9, count: 40)).parameters.count == 28)
+        #expect(HCI.LEEnableEncryption(handle: 1, rand: 0, ediv: 0, ltk: [1]).command.parameters.count == 28)
+        #expect(HCI.LEEnableEncryption(handle: 1, rand: 0, ediv: 0, ltk: [UInt8](repeating: 9, count: 40)).command.parameters.count == 28)
     }
 
     @Test("Encryption Change and Encryption Key Refresh Complete decode; malformed ones are not encryption changes")
@@ -49,13 +49,13 @@ struct LinkSecurityTests {
     }
 
     static var enableCommand: HCIPacket {
-        HCICommand.leEnableEncryption(handle: ACL.handle, rand: key.rand, ediv: key.ediv, ltk: key.key.bytes).packet
+        HCI.LEEnableEncryption(handle: ACL.handle, rand: key.rand, ediv: key.ediv, ltk: key.key.bytes).command.packet
     }
 
     @Test("a stored key: Command Status, then Encryption Change on: encrypted")
     func encrypts() throws {
         let (f, sec) = fixture()
-        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), h4("04 08 04 00 01 00 01")])
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(HCI.LEEnableEncryption.opcode), h4("04 08 04 00 01 00 01")])
         try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000))
         #expect(sec.isEncrypted && sec.currentKey == Self.key)
         f.verifyScriptDone()
@@ -65,7 +65,7 @@ struct LinkSecurityTests {
           arguments: [(UInt8(0x06), true), (0x05, true), (0x3D, false)])
     func keyMissing(status: UInt8, refused: Bool) {
         let (f, sec) = fixture()
-        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), h4("04 08 04 \(Hex.int(status, width: 2)) 01 00 00")])
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(HCI.LEEnableEncryption.opcode), h4("04 08 04 \(Hex.int(status, width: 2)) 01 00 00")])
         let want = refused ? SecurityError.keyMissing(HCIStatus(rawValue: status)) : .encryption(HCIStatus(rawValue: status))
         #expect(throws: want) { try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000)) }
         #expect(!sec.isEncrypted)
@@ -74,13 +74,13 @@ struct LinkSecurityTests {
     @Test("a rejected command fails with its status; a missing Encryption Change times out")
     func rejectedAndSilent() {
         let (f, sec) = fixture()
-        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption, 0x0C)])
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(HCI.LEEnableEncryption.opcode, 0x0C)])
         #expect(throws: SecurityError.encryption(.commandDisallowed)) {
             try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000))
         }
         let (g, sec2) = fixture()
         sec2.encryptionTimeoutMs = 50
-        g.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption)])
+        g.ctl.expect(Self.enableCommand, reply: [Ev.status(HCI.LEEnableEncryption.opcode)])
         #expect(throws: SecurityError.encryption(.connectionTimeout)) {
             try g.host.wait(sec2.startEncryption(Self.key), until: Instant.now().adding(ms: 2000))
         }
@@ -89,7 +89,7 @@ struct LinkSecurityTests {
     @Test("the link going down fails a pending encryption")
     func disconnect() {
         let (f, sec) = fixture()
-        f.ctl.expect(Self.enableCommand, reply: [Ev.status(.leEnableEncryption), Ev.disconnected(handle: ACL.handle, reason: 0x3D)])
+        f.ctl.expect(Self.enableCommand, reply: [Ev.status(HCI.LEEnableEncryption.opcode), Ev.disconnected(handle: ACL.handle, reason: 0x3D)])
         f.link.onClose = { _ in sec.linkClosed() }
         #expect(throws: SecurityError.disconnected) { try f.host.wait(sec.startEncryption(Self.key), until: Instant.now().adding(ms: 1000)) }
     }
@@ -220,7 +220,7 @@ struct TraceKeyMaskingTests {
 
     @Test("LE Enable Encryption: Rand, EDIV and LTK masked in fields and hex dump; shown with showKeys")
     func enableEncryption() {
-        let p = HCICommand.leEnableEncryption(handle: 1, rand: 0x1122334455667788, ediv: 0x9988, ltk: Self.ltk).packet
+        let p = HCI.LEEnableEncryption(handle: 1, rand: 0x1122334455667788, ediv: 0x9988, ltk: Self.ltk).command.packet
         let masked = render(p)
         #expect(masked.contains("LTK: <16-byte key hidden>") && masked.contains("** ** **"))
         #expect(!leaks(masked) && !masked.contains("88 99") && !masked.contains("77 66"))
@@ -239,7 +239,7 @@ struct TraceKeyMaskingTests {
 
     @Test("the hex dump masks the fields the declarations mark secret, where the declarations put them")
     func rangesFromDeclarations() {
-        let enc = HCICommand.leEnableEncryption(handle: 1, rand: 1, ediv: 2, ltk: Self.ltk).packet
+        let enc = HCI.LEEnableEncryption(handle: 1, rand: 1, ediv: 2, ltk: Self.ltk).command.packet
         #expect(PacketDecoder.secretRanges(enc) == [6..<14, 14..<16, 16..<32])
         let request = HCIPacket(.event, [0x3E, 13, 0x05, 1, 0] + Array(repeating: 7, count: 10))
         #expect(PacketDecoder.secretRanges(request) == [6..<14, 14..<16])
@@ -255,7 +255,7 @@ struct TraceKeyMaskingTests {
         var w = ByteWriter(); w.u8(0x3E); w.u8(13); w.u8(0x05); w.u16(1); w.append(Self.ltk.prefix(8)); w.u16(0xBEEF)
         let ev = render(HCIPacket(.event, w.bytes), .received)
         #expect(ev.contains("LE Long Term Key Request") && ev.contains("Rand: <hidden>") && !ev.contains("ef be"))
-        let reply = HCICommand(.leLongTermKeyRequestReply, [1, 0] + Self.ltk).packet
+        let reply = HCICommand(HCI.LELongTermKeyRequestReply.opcode, [1, 0] + Self.ltk).packet
         let r = render(reply)
         #expect(r.contains("LE Long Term Key Request Reply") && r.contains("LTK: <16-byte key hidden>") && !leaks(r))
     }

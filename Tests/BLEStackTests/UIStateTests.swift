@@ -34,16 +34,16 @@ struct UIStateTests {
                 // Read Local Supported Commands, once, before the standing rule: octets 26-27 list the accept list.
                 var commands = [UInt8](repeating: 0, count: 64)
                 commands[26] = 0xC0; commands[27] = 0x03; commands[37] = 0x60
-                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(.readLocalSupportedCommands, [0x00] + commands)])
-                ctl.when(command: .leReadFilterAcceptListSize, reply: [Ev.complete(.leReadFilterAcceptListSize, [0x00, 0x08])])
-                ctl.when(command: .leClearFilterAcceptList, reply: [Ev.complete(.leClearFilterAcceptList)])
-                ctl.when(command: .leAddDeviceToFilterAcceptList, reply: [Ev.complete(.leAddDeviceToFilterAcceptList)])
+                ctl.expect(h4("01 02 10 00"), reply: [Ev.complete(HCI.ReadLocalSupportedCommands.opcode, [0x00] + commands)])
+                ctl.when(command: HCI.LEReadFilterAcceptListSize.opcode, reply: [Ev.complete(HCI.LEReadFilterAcceptListSize.opcode, [0x00, 0x08])])
+                ctl.when(command: HCI.LEClearFilterAcceptList.opcode, reply: [Ev.complete(HCI.LEClearFilterAcceptList.opcode)])
+                ctl.when(command: HCI.LEAddDeviceToFilterAcceptList.opcode, reply: [Ev.complete(HCI.LEAddDeviceToFilterAcceptList.opcode)])
             }
             ctl.autoCompleteACL = true
-            ctl.when(command: .leSetScanParameters, reply: [Ev.complete(.leSetScanParameters)])
-            ctl.when(command: .leSetScanEnable, reply: [Ev.complete(.leSetScanEnable)]
+            ctl.when(command: LEScanParameters.opcode, reply: [Ev.complete(LEScanParameters.opcode)])
+            ctl.when(command: HCI.LESetScanEnable.opcode, reply: [Ev.complete(HCI.LESetScanEnable.opcode)]
                      + (autoConnect ? [KeeperTests.report(KeeperTests.lamp, "Lamp1")] : []))
-            ctl.when(command: .leCreateConnection, reply: [Ev.status(.leCreateConnection)]
+            ctl.when(command: LECreateConnection.opcode, reply: [Ev.status(LECreateConnection.opcode)]
                      + (autoConnect ? [KeeperTests.connected(KeeperTests.lamp, handle: 1)] : []))
             ctl.respond = { [unowned server] in server.answer($0) }
             self.server = server
