@@ -247,7 +247,7 @@ struct KeeperTests {
         var p = Self.once
         p.rememberedAddressMs = 300
         let w = try World(policy: p, claim: .once)
-        w.ctl.when(command: .leCreateConnectionCancel, reply: [Ev.complete(.leCreateConnectionCancel), Self.connected(Self.lamp, handle: 0, status: 0x02)])
+        w.ctl.when(command: HCI.LECreateConnectionCancel.opcode, reply: [Ev.complete(HCI.LECreateConnectionCancel.opcode), Self.connected(Self.lamp, handle: 0, status: 0x02)])
         var scanning = false
         w.owner.scanWanted = { scanning }
         w.keeper.attach(w.stack)
