@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 
+from attledtools.drivers import bumble_job
 from attledtools.drivers.bumble_job import (
-    EXIT_CODES, CentralJob, StageError, add_target_arguments, check_target_arguments, report_run,
+    EXIT_CODES, CentralJob, StageError, add_target_arguments, check_target_arguments,
 )
 
 EXIT_OTHER, EXIT_NOT_FOUND = EXIT_CODES["other"], EXIT_CODES["scan"]
@@ -118,9 +118,7 @@ class LedCentral(CentralJob):
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
-    return asyncio.run(report_run(LedCentral(args, {}), args.timeout))
+    return bumble_job.run_main(lambda args: LedCentral(args, {}), parse_args, argv)
 
 
 if __name__ == "__main__":

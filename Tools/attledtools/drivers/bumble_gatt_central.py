@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 import time
 
@@ -339,9 +338,7 @@ async def subscribe_service_changed(client) -> None:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
-    return asyncio.run(bumble_job.report_run(Central(args, {}), args.timeout))
+    return bumble_job.run_main(lambda args: Central(args, {}), parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import sys
 import time
 
 from bumble import att, hci
@@ -242,3 +244,11 @@ async def report_run(job: CentralJob, timeout: float) -> int:
                **job.report}
     print(json.dumps(out), flush=True)
     return code
+
+
+def run_main(make_job, parse_args, argv=None) -> int:
+    """A Bumble central's entry point: its arguments, logging to stderr
+    (DEBUG with --verbose), then the job run and reported under its timeout."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
+    return asyncio.run(report_run(make_job(args), args.timeout))
