@@ -25,6 +25,8 @@ final class ScriptedGATTServer {
     /// Requests (by opcode) whose answers are kept in `held` until `release()`.
     var hold: (UInt8) -> Bool = { _ in false }
     private(set) var held: [HCIPacket] = []
+    /// An ATT error code a Read of a handle is refused with (nil: answered).
+    var refuseRead: (UInt16) -> UInt8? = { _ in nil }
     /// Writes received, in order: "hhhh=vv" (hex handle and value); Write
     /// Commands are marked "cmd hhhh=vv".
     private(set) var writes: [String] = []
@@ -158,6 +160,7 @@ final class ScriptedGATTServer {
             return body.isEmpty ? error(op, start, 0x0A) : [[0x05, format] + body]
         case 0x0A: // Read
             let h = u16(pdu, 1)
+            if let code = refuseRead(h) { return error(op, h, code) }
             guard let v = value(h) else { return error(op, h, 0x01) }
             return [[0x0B] + v.prefix(mtu - 1)]
         case 0x12, 0x52: // Write Request, Write Command
