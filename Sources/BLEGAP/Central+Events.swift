@@ -13,6 +13,10 @@ extension Central {
         /// changed (a long-lived owner, such as the gateway, waits for a known
         /// device to be heard again).
         case deviceSeen(DiscoveredDevice)
+        /// Every advertising report as received (an extended one's pieces
+        /// joined), before it is merged into `devices`: for those that pass
+        /// the raw data on (the Bluetooth proxy).
+        case heard(HeardAdvertisement)
         /// An advertising report whose data was malformed (address, problems).
         case malformedAdvertisement(DeviceAddress, [String])
         /// A connection ended (after `connections` forgot it).
@@ -107,4 +111,15 @@ extension Central {
     public func onDisconnection(_ handler: @escaping (LEConnection) -> Void) -> Subscription {
         subscribe { if case let .disconnected(c) = $0 { handler(c) } }
     }
+}
+
+/// One advertising report's data as the controller gave it.
+public struct HeardAdvertisement: Sendable, Equatable {
+    public var address: DeviceAddress
+    /// dBm; 127: not available.
+    public var rssi: Int8
+    /// The advertising data or scan response data, as received.
+    public var data: [UInt8]
+    public var isScanResponse: Bool
+    public var connectable: Bool
 }

@@ -91,6 +91,7 @@ extension Central {
             if rep.dataStatus == 1 { fragments[rep.address, default: []] += data; return }
             if let f = fragments.removeValue(forKey: rep.address) { data = f + data }
         }
+        publish(.heard(HeardAdvertisement(address: rep.address, rssi: rep.rssi, data: data, isScanResponse: rep.isScanResponse, connectable: rep.isConnectable)))
         let now = Instant.now()
         if var d = devices[rep.address] {
             d.lastSeen = now

@@ -56,6 +56,9 @@ public enum SystemIO {
         return out
     }
 
+    /// The wall clock: seconds since 1970-01-01 UTC.
+    public static func secondsSince1970() -> Int { Int(time(nil)) }
+
     /// The whole content of a file, nil if it cannot be opened (`contents(of:)` says why).
     public static func readFile(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
         try? contents(of: path, limit: limit)
