@@ -89,16 +89,19 @@ let package = Package(
         // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
         .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "MQTT", "AttledHomeAssistant"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe", "ESPHomeAPI"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
-        // libcrypto (AES-128, AES-CMAC, P-256; OpenSSL 3, headers from Debian's libssl-dev):
+        // libcrypto (AES-128, AES-CMAC, P-256; X25519, ChaCha20-Poly1305, SHA-256, HMAC for Noise; OpenSSL 3, headers from Debian's libssl-dev):
         // libcrypto.so.3 opened on first use, or libcrypto.a linked in the fully static build.
         .target(name: "CCrypto",
                 cSettings: fullyStatic ? [.define("ATTLED_CRYPTO_LINKED")] : [],
                 linkerSettings: fullyStatic ? [.linkedLibrary("crypto")] : [.linkedLibrary("dl")]),
         // Security Manager (Core Vol 3 Part H): PDUs, crypto toolbox, the central's pairing state machine.
         .target(name: "BLESMP", dependencies: ["BLEWire", "CCrypto"], swiftSettings: strict),
+        // The ESPHome native API (a Home Assistant Bluetooth proxy's wire): protobuf messages,
+        // plaintext and Noise frames, the Noise_NNpsk0 responder; sans I/O.
+        .target(name: "ESPHomeAPI", dependencies: ["BLEWire", "CCrypto"], swiftSettings: strict),
         // Checks the SMP crypto against the specification's sample data; proves OpenSSL links (also fully static).
         .executableTarget(name: "smp-selftest", dependencies: ["BLESMP"], swiftSettings: strict),
     ]

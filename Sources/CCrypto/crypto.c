@@ -4,6 +4,7 @@
 // keeps OpenSSL's names as its fields, so the code reads as plain OpenSSL and
 // the executable defines none of OpenSSL's symbols itself (libssl, loaded by
 // the gateway's libmosquitto, binds to the real ones).
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,11 @@
     X(EVP_PKEY_Q_keygen) X(EVP_PKEY_free) X(EVP_PKEY_get_bn_param)                      \
     X(EVP_PKEY_CTX_new_from_name) X(EVP_PKEY_CTX_new_from_pkey) X(EVP_PKEY_CTX_free)    \
     X(EVP_PKEY_fromdata_init) X(EVP_PKEY_fromdata)                                      \
-    X(EVP_PKEY_derive_init) X(EVP_PKEY_derive_set_peer_ex) X(EVP_PKEY_derive)
+    X(EVP_PKEY_derive_init) X(EVP_PKEY_derive_set_peer_ex) X(EVP_PKEY_derive)           \
+    X(EVP_PKEY_new_raw_private_key) X(EVP_PKEY_new_raw_public_key)                      \
+    X(EVP_PKEY_get_raw_public_key)                                                      \
+    X(EVP_DecryptInit_ex) X(EVP_DecryptUpdate) X(EVP_DecryptFinal_ex)                   \
+    X(EVP_CIPHER_CTX_ctrl) X(EVP_chacha20_poly1305) X(EVP_Digest) X(EVP_sha256)
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;
@@ -219,4 +224,105 @@ int attled_p256_derive(attled_p256_key *ours, const unsigned char *peer65, unsig
 void attled_p256_free(attled_p256_key *key) {
     if (key == NULL || attled_crypto_open() != 0) return;
     lib.EVP_PKEY_free((EVP_PKEY *)key);
+}
+
+// MARK: The Noise protocol's primitives (the ESPHome API's encryption)
+
+int attled_x25519_public(const unsigned char *priv, unsigned char *pub) {
+    REQUIRE_LIBCRYPTO(0);
+    EVP_PKEY *key = lib.EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, priv, 32);
+    size_t len = 32;
+    int ok = key != NULL && lib.EVP_PKEY_get_raw_public_key(key, pub, &len) == 1 && len == 32;
+    lib.EVP_PKEY_free(key);
+    return ok;
+}
+
+int attled_x25519(const unsigned char *priv, const unsigned char *peer, unsigned char *out) {
+    REQUIRE_LIBCRYPTO(0);
+    EVP_PKEY *ours = lib.EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, priv, 32);
+    EVP_PKEY *theirs = lib.EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer, 32);
+    EVP_PKEY_CTX *ctx = ours != NULL && theirs != NULL ? lib.EVP_PKEY_CTX_new_from_pkey(NULL, ours, NULL) : NULL;
+    size_t len = 32;
+    int ok = ctx != NULL
+        && lib.EVP_PKEY_derive_init(ctx) == 1
+        && lib.EVP_PKEY_derive_set_peer_ex(ctx, theirs, 1) == 1
+        && lib.EVP_PKEY_derive(ctx, out, &len) == 1
+        && len == 32;
+    lib.EVP_PKEY_CTX_free(ctx);
+    lib.EVP_PKEY_free(theirs);
+    lib.EVP_PKEY_free(ours);
+    return ok;
+}
+
+// EVP wants a non-NULL pointer even for zero bytes; Swift passes NULL for an empty array.
+static const unsigned char nothing[1];
+#define OR_NOTHING(p) ((p) != NULL ? (p) : nothing)
+
+int attled_chacha20_poly1305_seal(const unsigned char *key, const unsigned char *nonce,
+                                  const unsigned char *ad, size_t adlen,
+                                  const unsigned char *in, size_t len, unsigned char *out) {
+    REQUIRE_LIBCRYPTO(0);
+    if (len > INT_MAX || adlen > INT_MAX) return 0;
+    EVP_CIPHER_CTX *ctx = lib.EVP_CIPHER_CTX_new();
+    if (ctx == NULL) return 0;
+    int adn = 0, n = 0, m = 0;
+    int ok = lib.EVP_EncryptInit_ex(ctx, lib.EVP_chacha20_poly1305(), NULL, key, nonce) == 1
+        && (adlen == 0 || lib.EVP_EncryptUpdate(ctx, NULL, &adn, ad, (int)adlen) == 1)
+        && (len == 0 || lib.EVP_EncryptUpdate(ctx, out, &n, in, (int)len) == 1)
+        && lib.EVP_EncryptFinal_ex(ctx, out + n, &m) == 1
+        && (size_t)(n + m) == len
+        && lib.EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, out + len) == 1;
+    lib.EVP_CIPHER_CTX_free(ctx);
+    return ok;
+}
+
+int attled_chacha20_poly1305_open(const unsigned char *key, const unsigned char *nonce,
+                                  const unsigned char *ad, size_t adlen,
+                                  const unsigned char *in, size_t len, unsigned char *out) {
+    REQUIRE_LIBCRYPTO(0);
+    if (len < 16 || len > INT_MAX || adlen > INT_MAX) return 0;
+    size_t body = len - 16;
+    unsigned char spare[1];
+    if (out == NULL) out = spare;  // an empty plaintext
+    unsigned char tag[16];
+    memcpy(tag, in + body, 16);
+    EVP_CIPHER_CTX *ctx = lib.EVP_CIPHER_CTX_new();
+    if (ctx == NULL) return 0;
+    int adn = 0, n = 0, m = 0;
+    int ready = lib.EVP_DecryptInit_ex(ctx, lib.EVP_chacha20_poly1305(), NULL, key, nonce) == 1
+        && (adlen == 0 || lib.EVP_DecryptUpdate(ctx, NULL, &adn, ad, (int)adlen) == 1)
+        && (body == 0 || lib.EVP_DecryptUpdate(ctx, out, &n, in, (int)body) == 1)
+        && lib.EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, 16, tag) == 1;
+    // The tag is checked in the final call: its failure is the MAC's.
+    int result = !ready ? 0 : (lib.EVP_DecryptFinal_ex(ctx, out + n, &m) == 1 && (size_t)(n + m) == body) ? 1 : -1;
+    lib.EVP_CIPHER_CTX_free(ctx);
+    if (result != 1 && body > 0) memset(out, 0, body);
+    return result;
+}
+
+int attled_sha256(const unsigned char *msg, size_t len, unsigned char *out) {
+    REQUIRE_LIBCRYPTO(0);
+    unsigned int outl = 0;
+    return lib.EVP_Digest(OR_NOTHING(msg), len, out, &outl, lib.EVP_sha256(), NULL) == 1 && outl == 32;
+}
+
+int attled_hmac_sha256(const unsigned char *key, size_t keylen, const unsigned char *msg, size_t len, unsigned char *out) {
+    REQUIRE_LIBCRYPTO(0);
+    EVP_MAC *mac = lib.EVP_MAC_fetch(NULL, "HMAC", NULL);
+    if (mac == NULL) return 0;
+    EVP_MAC_CTX *ctx = lib.EVP_MAC_CTX_new(mac);
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {
+        lib.OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+        lib.OSSL_PARAM_construct_end(),
+    };
+    size_t outl = 0;
+    int ok = ctx != NULL
+        && lib.EVP_MAC_init(ctx, OR_NOTHING(key), keylen, params) == 1
+        && (len == 0 || lib.EVP_MAC_update(ctx, msg, len) == 1)
+        && lib.EVP_MAC_final(ctx, out, &outl, 32) == 1
+        && outl == 32;
+    lib.EVP_MAC_CTX_free(ctx);
+    lib.EVP_MAC_free(mac);
+    return ok;
 }

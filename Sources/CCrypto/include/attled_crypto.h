@@ -1,5 +1,7 @@
-// The Security Manager's crypto (AES-128, AES-CMAC, P-256, random bytes),
-// every algorithm OpenSSL 3's libcrypto (Debian's libssl-dev at build time).
+// The Security Manager's crypto (AES-128, AES-CMAC, P-256, random bytes) and
+// the Noise protocol's for the ESPHome API (X25519, ChaCha20-Poly1305,
+// SHA-256, HMAC-SHA-256), every algorithm OpenSSL 3's libcrypto (Debian's
+// libssl-dev at build time).
 //
 // The functions below only glue libcrypto's EVP calls into shapes Swift can
 // call (no variadic functions, no OSSL_PARAM arrays on the Swift side). They
@@ -55,5 +57,37 @@ int attled_p256_public(const attled_p256_key *key, unsigned char *x, unsigned ch
 int attled_p256_derive(attled_p256_key *ours, const unsigned char *peer65, unsigned char *out);
 
 void attled_p256_free(attled_p256_key *key);
+
+// The Noise protocol's primitives (Noise_NNpsk0_25519_ChaChaPoly_SHA256, the
+// ESPHome native API's encryption). Byte strings are as RFC 7748 and RFC 8439
+// write them: X25519 keys little-endian as on the wire, nonces and tags as sent.
+
+/// The X25519 public key (32 bytes) of a 32-byte private key (any 32 bytes;
+/// OpenSSL clamps them, RFC 7748 section 5).
+int attled_x25519_public(const unsigned char *priv, unsigned char *pub);
+
+/// X25519 (RFC 7748 section 6.1): the 32-byte shared secret of our private key
+/// and the peer's public key. 0 also when the result would be all zeros (a
+/// low-order peer key, which OpenSSL refuses).
+int attled_x25519(const unsigned char *priv, const unsigned char *peer, unsigned char *out);
+
+/// ChaCha20-Poly1305 (RFC 8439) with a 32-byte key and a 12-byte nonce: out
+/// receives the len bytes of ciphertext and then the 16-byte tag (len + 16).
+int attled_chacha20_poly1305_seal(const unsigned char *key, const unsigned char *nonce,
+                                  const unsigned char *ad, size_t adlen,
+                                  const unsigned char *in, size_t len, unsigned char *out);
+
+/// Opens what attled_chacha20_poly1305_seal sealed: in is ciphertext then tag
+/// (len >= 16), out receives len - 16 bytes of plaintext. 1 when the tag
+/// matched; -1 when it did not (out is then zeroed); 0 when OpenSSL failed.
+int attled_chacha20_poly1305_open(const unsigned char *key, const unsigned char *nonce,
+                                  const unsigned char *ad, size_t adlen,
+                                  const unsigned char *in, size_t len, unsigned char *out);
+
+/// SHA-256 (FIPS 180-4) of msg: 32 bytes in out.
+int attled_sha256(const unsigned char *msg, size_t len, unsigned char *out);
+
+/// HMAC-SHA-256 (RFC 2104) through EVP_MAC "HMAC": 32 bytes in out.
+int attled_hmac_sha256(const unsigned char *key, size_t keylen, const unsigned char *msg, size_t len, unsigned char *out);
 
 #endif
