@@ -66,7 +66,7 @@ let package = Package(
         // Linux's epoll header (the event loop's descriptor set, in BLETransport).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "AttledCLI",
-                dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP", "BLEGATTServer", "AttledServe"]
+                dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP", "BLEGATTServer", "AttledServe", "AttledProxy"]
                     + (withGateway ? ["MQTT", "AttledGateway"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
@@ -89,7 +89,7 @@ let package = Package(
         // The gateway: a DeviceKeeper's lamps bridged to MQTT and Home Assistant, from a GatewayConfig.
         .target(name: "AttledGateway", dependencies: ["Attled", "AttledLED", "MQTT", "AttledHomeAssistant"], swiftSettings: strict),
         .testTarget(name: "BLEStackTests",
-                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe", "ESPHomeAPI"],
+                    dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe", "ESPHomeAPI", "AttledProxy"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
                     swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         // libcrypto (AES-128, AES-CMAC, P-256; X25519, ChaCha20-Poly1305, SHA-256, HMAC for Noise; OpenSSL 3, headers from Debian's libssl-dev):
@@ -102,6 +102,8 @@ let package = Package(
         // The ESPHome native API (a Home Assistant Bluetooth proxy's wire): protobuf messages,
         // plaintext and Noise frames, the Noise_NNpsk0 responder; sans I/O.
         .target(name: "ESPHomeAPI", dependencies: ["BLEWire", "CCrypto"], swiftSettings: strict),
+        // The Home Assistant Bluetooth proxy: ESPHome's native API served on the keeper's loop, each client's link a claim.
+        .target(name: "AttledProxy", dependencies: ["Attled", "ESPHomeAPI"], swiftSettings: strict),
         // Checks the SMP crypto against the specification's sample data; proves OpenSSL links (also fully static).
         .executableTarget(name: "smp-selftest", dependencies: ["BLESMP"], swiftSettings: strict),
     ]

@@ -111,4 +111,8 @@ extension DeviceKeeper {
 
     /// How many devices have a link now.
     public var linkCount: Int { devices.values.filter { $0.link != nil }.count }
+
+    /// The slots for links at all: `Policy.maxLinks`, or what the controller
+    /// was found to hold (nil: not known yet).
+    public var slotCount: Int? { slotLimit }
 }

@@ -281,6 +281,7 @@ extension DeviceKeeper {
             // Released by its owner: forgotten.
             devices[dev.address.address] = nil
             set(dev, .gone, "released")
+            emit(.linkDown(dev, reason: reason, planned: true))
         } else if planned {
             // An on-demand link let go, or a slot given to a higher priority: the device stays available.
             set(dev, dev.mode == .onDemand ? .idleOnDemand : .wanted, "let go")

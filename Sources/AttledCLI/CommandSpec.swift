@@ -38,6 +38,9 @@ public struct CommandSpec: Sendable {
         CommandSpec(.serve, "serve --profile pycom|particle|harness | --gatt FILE",
                     ["be the device: advertise and serve a board's GATT database (or a clone of any),",
                      "print each change of its LED; runs until SIGINT/SIGTERM"]),
+        CommandSpec(.proxy, "proxy [--api-key-file FILE]",
+                    ["be a Home Assistant Bluetooth proxy over ESPHome's native API: its clients",
+                     "get the advertisements and connect through this radio; runs until SIGINT/SIGTERM"]),
         CommandSpec(.decode, "decode FILE", ["decode a btsnoop capture (- for stdin)"]),
         CommandSpec(.help, "help [COMMAND]", ["this text, or the options of one command (also: COMMAND --help)"]),
     ]

@@ -6,7 +6,7 @@ import BLETrace
 /// Every option of attled, once: spellings, argument, effect, commands, help.
 /// The order here is the order of `attled --help` within each section.
 extension OptionSpec {
-    public static let all: [OptionSpec] = transportAndTarget + valuesAndLinks + security + gateway + serving + output
+    public static let all: [OptionSpec] = transportAndTarget + valuesAndLinks + security + gateway + serving + proxying + output
 
     /// What a refusal says after "CMD does not take OPTION: " where more
     /// helps than "OPTION only applies to ...": the option that does the
@@ -14,6 +14,7 @@ extension OptionSpec {
     /// first spelling; the first row that matches wins.
     static let hints: [Hint] = [
         Hint(["-a"], [.serve], "serve has no target; its own address is --own-address"),
+        Hint(["-a", "--service"], [.proxy], "the proxy connects to what its API clients ask for"),
         Hint(["--service"], [.serve], "serve has no target; it advertises a service UUID with --advertise-uuid"),
         Hint(["--pair", "--no-pair", "--no-repair"], [.serve],
              "serve pairs when a client asks (--secure makes the LED need it, --sc-only refuses legacy pairing)"),
@@ -28,6 +29,23 @@ extension OptionSpec {
 
     /// The options about the controller itself (the transport, our address, the capture).
     static let onController = ["-i", "--extended", "--own-address", "--btsnoop", "--trace"]
+
+    static let proxying: [OptionSpec] = [
+        OptionSpec(["--listen"], .value("HOST:PORT") { o, _, v in
+            let b = try OptionValue.hostPort("--listen", v, defaultPort: 6053)
+            o.proxy.listenHost = b.host; o.proxy.listenPort = UInt16(b.port)
+        }, group: .proxy, commands: [.proxy], help: ["where the API listens (default 0.0.0.0:6053; port 0: any free one)"]),
+        OptionSpec(["--api-key-file"], .value("FILE") { o, _, v in o.proxy.apiKeyFile = v },
+                   group: .proxy, commands: [.proxy],
+                   help: ["Noise encryption with this key (32 bytes in base64, as ESPHome's", "api: encryption: key); the file must not be readable by others"]),
+        OptionSpec(["--allow-plaintext"], .none { o in o.proxy.allowPlaintext = true },
+                   group: .proxy, commands: [.proxy], help: ["without a key, listen in plaintext beyond loopback"]),
+        OptionSpec(["--max-connections"], .value("N") { o, _, v in
+            let n = try OptionValue.positive("--max-connections", v)
+            guard n <= 9 else { throw UsageError("--max-connections: at most 9 (what ESPHome's proxies allow), not \(n)") }
+            o.proxy.maxConnections = n
+        }, group: .proxy, commands: [.proxy], help: ["at most N Bluetooth connections for API clients (default: what the", "controller allows, at most 9)"]),
+    ]
 
     static let serving: [OptionSpec] = [
         OptionSpec(["--gatt"], .value("FILE") { o, _, v in o.serve.gattFile = v },
@@ -57,7 +75,7 @@ extension OptionSpec {
         OptionSpec(["--name"], .value("NAME") { o, _, v in
             guard !v.isEmpty, v.utf8.count <= 248 else { throw UsageError("--name must be 1 to 248 bytes") }
             o.names.append(v)
-        }, group: .target, commands: .controller, help: ["advertised local name (complete, or shortened prefix); serve: the name to advertise"]),
+        }, group: .target, commands: .controller, help: ["advertised local name (complete, or shortened prefix); serve: the name to advertise;", "proxy: the node's name (default attled-proxy)"]),
         OptionSpec(["--service"], .value("UUID") { o, flag, v in o.service = try OptionValue.uuid(flag, v) },
                    group: .target, commands: .run, help: ["advertised service UUID"]),
         OptionSpec(["-a", "--address"], .value("ADDR") { o, _, v in o.addresses.append(try OptionValue.address(v)) },

@@ -112,6 +112,17 @@ enum OptionValue {
     }
 
     /// `HOST[:PORT]` (port 1883 when none is given; `[::1]:1884` for IPv6).
+    /// HOST:PORT, [V6]:PORT, HOST (the default port) or :PORT (every interface).
+    static func hostPort(_ flag: String, _ v: String, defaultPort: Int) throws -> (host: String, port: Int) {
+        var host = v, port = defaultPort
+        if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.contains("]:"), v.filter({ $0 == ":" }).count == 1 || v.contains("]:") {
+            guard let p = Int(v[v.index(after: c)...]), (0...65535).contains(p) else { throw UsageError("\(flag): '\(v)' is not HOST:PORT") }
+            host = String(v[..<c]); port = p
+        }
+        host = String(host.filter { $0 != "[" && $0 != "]" })
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+
     static func broker(_ v: String) throws -> (host: String, port: Int) {
         var host = v, port = 1883
         if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.contains("]:") {

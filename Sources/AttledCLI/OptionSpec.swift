@@ -4,7 +4,7 @@
 public struct OptionSpec: Sendable {
     /// The sections of `attled --help`, in order.
     public enum Group: Int, CaseIterable, Sendable {
-        case transport, target, profile, values, scanning, timing, cache, security, gateway, serve, output
+        case transport, target, profile, values, scanning, timing, cache, security, gateway, serve, proxy, output
 
         /// The section's heading (and what it says about all of its options).
         public var heading: String {
@@ -19,6 +19,7 @@ public struct OptionSpec: Sendable {
             case .security: return "Pairing and bonds:"
             case .gateway: return "Gateway:"
             case .serve: return "Serving (attled as the device):"
+            case .proxy: return "Home Assistant Bluetooth proxy (ESPHome native API):"
             case .output: return "Output and tracing:"
             }
         }
@@ -123,7 +124,7 @@ extension Set where Element == Options.Command {
     /// Every command that opens a transport.
     static let device: Set<Options.Command> = [.set, .scan, .get, .send, .listen, .gatt, .read, .write, .ui, .gateway]
     /// Every command on a controller, the device role (serve) too.
-    static let controller: Set<Options.Command> = device.union([.serve])
+    static let controller: Set<Options.Command> = device.union([.serve, .proxy])
     /// Every command that connects to a device.
     static let connecting: Set<Options.Command> = device.subtracting([.scan])
     /// The commands that find their devices with a scan of their own (all

@@ -12,7 +12,7 @@ import BLETrace
 public struct Options: Sendable {
     /// The commands, in the order the usage line lists them.
     public enum Command: String, Sendable, CaseIterable {
-        case set, scan, get, send, listen, gatt, read, write, ui, bonds, gateway, serve, decode, help, version
+        case set, scan, get, send, listen, gatt, read, write, ui, bonds, gateway, serve, proxy, decode, help, version
     }
     public enum TraceMode: Sendable { case off, decoded, hex }
     /// When attled pairs or encrypts (the library's policy).
@@ -70,6 +70,8 @@ public struct Options: Sendable {
     public var gateway = GatewayOptions()
     /// serve: what to play and how to advertise it.
     public var serve = ServeOptions()
+    /// proxy: where the ESPHome API listens and how clients prove themselves.
+    public var proxy = ProxyOptions()
     /// The declarations of the options given, by first spelling (for the
     /// per-command checks).
     var given: Set<String> = []
@@ -170,4 +172,18 @@ extension Options {
     public var address: DeviceAddress? { addresses.first }
     /// More than one device to drive.
     public var isMultiTarget: Bool { names.count + addresses.count > 1 }
+}
+
+/// `attled proxy`: the ESPHome native API server.
+public struct ProxyOptions: Sendable {
+    /// `--listen HOST:PORT` (default 0.0.0.0:6053).
+    public var listenHost = "0.0.0.0"
+    public var listenPort: UInt16 = 6053
+    /// `--api-key-file FILE`: the base64 key ESPHome's `api: encryption: key` takes.
+    public var apiKeyFile: String? = nil
+    /// `--allow-plaintext`: plaintext beyond loopback.
+    public var allowPlaintext = false
+    /// `--max-connections N`.
+    public var maxConnections: Int? = nil
+    public init() {}
 }

@@ -89,6 +89,7 @@ final class Session {
             #endif
             // Its database read and checked before the controller is opened.
             let serveConfig = opts.command == .serve ? try ServeRun.config(opts) : nil
+            let proxyConfig = opts.command == .proxy ? try ProxyRun.config(opts) : nil
             try open()
             switch opts.command {
             #if ATTLED_GATEWAY
@@ -104,6 +105,7 @@ final class Session {
             case .set, .get, .send, .listen: try TargetRunner(self).run()
             case .ui: try UIApp(session: self).run()
             case .serve: if let c = serveConfig { try ServeRun.run(c, self) }
+            case .proxy: if let c = proxyConfig { try ProxyRun.run(c, self) }
 
             default: break
             }

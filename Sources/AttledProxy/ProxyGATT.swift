@@ -125,8 +125,10 @@ extension Proxy {
         securer(for: c).secure(link).whenComplete { [weak c] r in
             var m = BluetoothDevicePairingResponse()
             m.address = address
-            m.success = r.isSuccess
-            if case .failure = r { m.error = Int32(Self.genericGATTError) }
+            switch r {
+            case .success: m.success = true
+            case .failure: m.error = Int32(Self.genericGATTError)
+            }
             c?.send(m)
         }
     }

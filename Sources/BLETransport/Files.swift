@@ -74,6 +74,13 @@ extension SystemIO {
     @discardableResult
     public static func remove(_ path: String) -> Bool { unlink(path) == 0 }
 
+    /// A file's permission bits (st_mode & 0o7777), nil when it cannot be stat'ed.
+    public static func permissions(_ path: String) -> UInt32? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return UInt32(st.st_mode) & 0o7777
+    }
+
     /// The names in the directory `path` (not "." and ".."), in the order
     /// the directory gives them; empty when it cannot be read.
     public static func directoryEntries(_ path: String) -> [String] {

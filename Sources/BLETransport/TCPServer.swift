@@ -72,9 +72,11 @@ public final class TCPListener {
         var ss = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let c = withUnsafeMutablePointer(to: &ss) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept4(fd, $0, &len, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(fd, $0, &len) }
         }
         guard c >= 0 else { return nil }
+        _ = fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(c, F_SETFD, FD_CLOEXEC)
         var one: Int32 = 1
         setsockopt(c, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let peer = withUnsafeMutablePointer(to: &ss) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Self.text(of: $0) } }
