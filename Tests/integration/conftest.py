@@ -385,5 +385,5 @@ class Running(AttledProcess):
     """attled (ATTLED_BIN) in the background, with a GATT/address cache and a
     bond directory of its own, as run_attled gives (attledtools.drivers.attledproc)."""
 
-    def __init__(self, args: list[str]):
-        super().__init__(ATTLED, args)
+    def __init__(self, args: list[str], home=None):
+        super().__init__(ATTLED, args, home=home)

@@ -1,0 +1,329 @@
+"""attled proxy: a Home Assistant Bluetooth proxy over ESPHome's native API
+(issue 30), judged by the client Home Assistant runs: aioesphomeapi at Home
+Assistant 2025.4's pin (Tools/requirements.txt).
+
+Each test starts a virtual world (Bumble's controllers; Root Canal's too
+where marked), `attled proxy` on it, listening on a free loopback port, and
+drives it with aioesphomeapi's APIClient as Home Assistant's ESPHome
+integration and bleak-esphome do: device info, raw advertisements, the
+connection slots, v3 connects, the GATT services, reads, writes and
+notifications, Noise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+import uuid as uuidlib
+
+import pytest
+from aioesphomeapi import APIClient, BluetoothProxyFeature
+from aioesphomeapi.core import InvalidEncryptionKeyAPIError, RequiresEncryptionAPIError
+
+from attledtools.peers.profiles import PROFILES
+from conftest import Running, run_attled
+
+KEY = "3xDn0hHLU2TS5tnC7nO0MdCsbqZkB3ZKQ/mSvD6nWqA="  # 32 bytes, base64, as ESPHome's api: encryption: key
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def start_proxy():
+    """Starts `attled proxy` on a world's controller, on a free loopback
+    port: (the process, its port); every one is killed at the test's end."""
+    started: list[Running] = []
+
+    def start(w, *extra: str, home=None, port: int | None = None) -> tuple[Running, int]:
+        port = port or free_port()
+        p = Running(["proxy", "-i", w.transport(), "--listen", f"127.0.0.1:{port}", *extra], home=home)
+        started.append(p)
+        p.wait_line("proxy: listening on", timeout=15)
+        return p, port
+
+    yield start
+    for p in started:
+        p.kill()
+
+
+def run(coro, timeout: float = 30):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def client(port: int, key: str | None = None) -> APIClient:
+    cli = APIClient("127.0.0.1", port, None, noise_psk=key)
+    await cli.connect(login=True)
+    return cli
+
+
+async def heard(cli: APIClient, count: int, timeout: float = 10) -> dict[int, tuple]:
+    """Raw advertisements until `count` devices were heard with data:
+    address -> (rssi, type, every distinct data joined: the advertisement
+    and the scan response, as Home Assistant merges them)."""
+    seen: dict[int, tuple] = {}
+    done = asyncio.Event()
+
+    def on_raw(resp) -> None:
+        for a in resp.advertisements:
+            old = seen.get(a.address, (0, 0, b""))[2]
+            data = bytes(a.data)
+            seen[a.address] = (a.rssi, a.address_type, old if data in old else old + data)
+        if sum(1 for v in seen.values() if v[2]) >= count:
+            done.set()
+
+    unsub = cli.subscribe_bluetooth_le_raw_advertisements(on_raw)
+    await asyncio.wait_for(done.wait(), timeout)
+    unsub()
+    return seen
+
+
+def api_address(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+async def connect(cli: APIClient, address: int, address_type: int, cache: bool = False) -> tuple:
+    info = await cli.device_info()
+    state = asyncio.get_running_loop().create_future()
+
+    def on_state(connected: bool, mtu: int, error: int) -> None:
+        if not state.done():
+            state.set_result((connected, mtu, error))
+
+    await cli.bluetooth_device_connect(address, on_state, timeout=15, feature_flags=info.bluetooth_proxy_feature_flags,
+                                       has_cache=cache, address_type=address_type)
+    return await asyncio.wait_for(state, 15)
+
+
+async def characteristic(cli: APIClient, address: int, char_uuid: str):
+    services = await cli.bluetooth_gatt_get_services(address)
+    for s in services.services:
+        for c in s.characteristics:
+            if uuidlib.UUID(c.uuid) == uuidlib.UUID(char_uuid):
+                return c
+    raise AssertionError(f"{char_uuid} not among {[c.uuid for s in services.services for c in s.characteristics]}")
+
+
+def test_device_info_and_flags_and_the_same_mac_after_a_restart(world, start_proxy):
+    w = world(devices=["Lamp1:pycom"])
+    p, port = start_proxy(w)
+
+    async def info():
+        cli = await client(port)
+        i = await cli.device_info()
+        v = cli.api_version
+        await cli.disconnect()
+        return i, v
+
+    i, v = run(info())
+    home = p.home
+    assert p.stop(timeout=10) == 0, p.stderr()
+    flags = BluetoothProxyFeature(i.bluetooth_proxy_feature_flags)
+    for f in (BluetoothProxyFeature.PASSIVE_SCAN, BluetoothProxyFeature.ACTIVE_CONNECTIONS, BluetoothProxyFeature.REMOTE_CACHING,
+              BluetoothProxyFeature.RAW_ADVERTISEMENTS):
+        assert f in flags, flags
+    assert (v.major, v.minor) == (1, 10)
+    assert i.name == "attled-proxy" and i.esphome_version >= "2025.4"
+    assert i.mac_address and i.mac_address == i.bluetooth_mac_address
+    # Restarted on the same state directory: the same node for Home Assistant.
+    p2, _ = start_proxy(w, home=home, port=port)
+    i2, _ = run(info())
+    assert p2.stop() == 0
+    assert i2.mac_address == i.mac_address
+
+
+@pytest.mark.controllers
+def test_advertisements_of_the_three_boards(world, start_proxy):
+    w = world(devices=["PyLamp:pycom", "PaLamp:particle", "Harn:harness"])
+    _, port = start_proxy(w)
+
+    async def go():
+        cli = await client(port)
+        seen = await heard(cli, 3)
+        await cli.disconnect()
+        return seen
+
+    seen = run(go())
+    for name, board in (("PyLamp", "pycom"), ("PaLamp", "particle"), ("Harn", "harness")):
+        a = api_address(w.device(name)["address"])
+        assert a in seen, (name, seen)
+        rssi, _, data = seen[a]
+        assert -127 < rssi < 20
+        assert name.encode() in data, data.hex()
+        assert uuidlib.UUID(PROFILES[board].service_uuid).bytes[::-1] in data, data.hex()
+
+
+@pytest.mark.controllers
+@pytest.mark.parametrize("cache", [False, True], ids=["without-cache", "with-cache"])
+def test_connect_discover_write_the_colour_and_read_it_back(world, start_proxy, cache):
+    w = world(devices=["Lamp1:pycom"])
+    _, port = start_proxy(w)
+    red = PROFILES["pycom"].char("red").uuid
+
+    async def go():
+        cli = await client(port)
+        seen = await heard(cli, 1)
+        a = api_address(w.device("Lamp1")["address"])
+        connected, mtu, error = await connect(cli, a, seen[a][1], cache)
+        assert connected and error == 0 and mtu >= 23
+        c = await characteristic(cli, a, red)
+        await cli.bluetooth_gatt_write(a, c.handle, b"\x2a", True)
+        value = await cli.bluetooth_gatt_read(a, c.handle)
+        with pytest.raises(Exception, match="error=1"):
+            await cli.bluetooth_gatt_read(a, 0xFFF0)  # Invalid Handle, as the ATT error code
+        await cli.bluetooth_device_disconnect(a)
+        await cli.disconnect()
+        return value
+
+    assert run(go()) == b"\x2a"
+    w.wait_event({"event": "write", "device": "Lamp1", "char": "red", "value": "2a"})
+
+
+def test_harness_notifications_with_the_cccd_written_by_the_client(world, start_proxy):
+    w = world(devices=["Harn:harness:notify_every=50"])
+    _, port = start_proxy(w)
+    button = PROFILES["harness"].char("button").uuid
+
+    async def go():
+        cli = await client(port)
+        seen = await heard(cli, 1)
+        a = api_address(w.device("Harn")["address"])
+        assert (await connect(cli, a, seen[a][1]))[0]
+        c = await characteristic(cli, a, button)
+        cccd = next(d for d in c.descriptors if uuidlib.UUID(d.uuid) == uuidlib.UUID("00002902-0000-1000-8000-00805f9b34fb"))
+        values: list[bytes] = []
+        three = asyncio.Event()
+
+        def on_notify(handle: int, data: bytearray) -> None:
+            values.append(bytes(data))
+            if len(values) >= 3:
+                three.set()
+
+        await cli.bluetooth_gatt_start_notify(a, c.handle, on_notify)
+        # Remote caching: the client writes the CCCD itself, as bleak-esphome does.
+        await cli.bluetooth_gatt_write_descriptor(a, cccd.handle, b"\x01\x00")
+        await asyncio.wait_for(three.wait(), 10)
+        await cli.disconnect()
+        return values
+
+    values = run(go())
+    assert len(values) >= 3 and all(values)
+    w.wait_event({"event": "subscribed", "device": "Harn"})
+
+
+def test_two_links_at_once_count_the_slots_down_and_back_up(world, start_proxy):
+    w = world(devices=["Lamp1:pycom", "Lamp2:particle"])
+    _, port = start_proxy(w, "--max-connections", "2")
+
+    async def go():
+        cli = await client(port)
+        free: list[tuple[int, int]] = []
+        changed = asyncio.Event()
+
+        def on_free(f: int, limit: int, allocated=None) -> None:
+            free.append((f, limit))
+            changed.set()
+
+        cli.subscribe_bluetooth_connections_free(on_free)
+        seen = await heard(cli, 2)
+        a1, a2 = (api_address(w.device(n)["address"]) for n in ("Lamp1", "Lamp2"))
+        ok = await asyncio.gather(connect(cli, a1, seen[a1][1]), connect(cli, a2, seen[a2][1]))
+        assert all(c for c, _, _ in ok), ok
+        low = free[-1]
+        # A third is refused at once: no slot left.
+        third = await connect(cli, 0xC0FFEE000001, 1)
+        await cli.bluetooth_device_disconnect(a1)
+        await cli.bluetooth_device_disconnect(a2)
+        deadline = time.monotonic() + 5
+        while free[-1][0] != 2 and time.monotonic() < deadline:
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), 5)
+        await cli.disconnect()
+        return free, low, third
+
+    free, low, third = run(go())
+    assert free[0] == (2, 2), free
+    assert low == (0, 2), free
+    assert third[0] is False and third[2] == 0x09, third  # Connection Limit Exceeded
+    assert free[-1] == (2, 2), free
+
+
+def test_noise_right_key_wrong_key_and_a_plaintext_client(world, start_proxy, tmp_path):
+    w = world(devices=["Lamp1:pycom"])
+    keyfile = tmp_path / "key"
+    keyfile.write_text(KEY + "\n")
+    keyfile.chmod(0o600)
+    p, port = start_proxy(w, "--api-key-file", str(keyfile))
+
+    async def attempt(key):
+        try:
+            cli = await client(port, key)
+        except Exception as e:  # noqa: BLE001 - the error type is the result
+            return e
+        info = await cli.device_info()
+        await cli.disconnect()
+        return info
+
+    info = run(attempt(KEY))
+    assert info.name == "attled-proxy", info
+    start = time.monotonic()
+    assert isinstance(run(attempt("A" * 43 + "=")), InvalidEncryptionKeyAPIError)
+    assert isinstance(run(attempt(None)), RequiresEncryptionAPIError)
+    assert time.monotonic() - start < 10, "failures are answered, not timed out"
+    p.wait_line("handshake MAC failure")
+    p.wait_line("bad indicator byte")
+
+
+def test_the_api_client_killed_drops_its_links_within_a_second(world, start_proxy, tmp_path):
+    w = world(devices=["Lamp1:pycom"])
+    _, port = start_proxy(w)
+    script = tmp_path / "hold.py"
+    script.write_text(f"""
+import asyncio
+from aioesphomeapi import APIClient
+async def main():
+    cli = APIClient("127.0.0.1", {port}, None)
+    await cli.connect(login=True)
+    info = await cli.device_info()
+    addr = {api_address(w.device("Lamp1")["address"])}
+    up = asyncio.get_running_loop().create_future()
+    await cli.bluetooth_device_connect(addr, lambda c, m, e: up.done() or up.set_result(c), timeout=15,
+                                       feature_flags=info.bluetooth_proxy_feature_flags, has_cache=False, address_type=1)
+    print("connected", await up, flush=True)
+    await asyncio.sleep(60)
+asyncio.run(main())
+""")
+    import subprocess
+    import sys
+    holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "connected True"
+        w.wait_event({"event": "connected", "device": "Lamp1"})
+        mark = w.mark()
+        killed = time.monotonic()
+        holder.send_signal(signal.SIGKILL)
+        ev = w.wait_event({"event": "disconnected", "device": "Lamp1"}, since=mark, timeout=5)
+        assert time.monotonic() - killed < 1.5, ev
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_plaintext_beyond_loopback_and_a_readable_key_are_refused(tmp_path):
+    r = run_attled(["proxy", "-i", "tcp:127.0.0.1:1", "--listen", "0.0.0.0:6053"])
+    assert r.returncode == 64 and "--api-key-file" in r.stderr and "--allow-plaintext" in r.stderr, r.stderr
+    keyfile = tmp_path / "key"
+    keyfile.write_text(KEY)
+    keyfile.chmod(0o644)
+    r = run_attled(["proxy", "-i", "tcp:127.0.0.1:1", "--api-key-file", str(keyfile)])
+    assert r.returncode == 64 and "chmod 600" in r.stderr, r.stderr
+    keyfile.chmod(0o600)
+    keyfile.write_text("not base64 at all")
+    r = run_attled(["proxy", "-i", "tcp:127.0.0.1:1", "--api-key-file", str(keyfile)])
+    assert r.returncode == 64 and "head -c 32 /dev/urandom | base64" in r.stderr, r.stderr
