@@ -66,6 +66,10 @@ private let samples: [String: Sample] = [
     "--secure": Sample("serve --profile pycom") { $0.serve.secure },
     "--sc-only": Sample("serve --profile pycom") { $0.serve.secureConnectionsOnly },
     "--conn-interval": Sample("serve --profile pycom", "30-50") { $0.serve.connectionParameters?.intervalMax == 40 },
+    "--listen": Sample("proxy", "127.0.0.1:16053") { $0.proxy.listenHost == "127.0.0.1" && $0.proxy.listenPort == 16053 },
+    "--api-key-file": Sample("proxy", "/etc/attled/api.key") { $0.proxy.apiKeyFile == "/etc/attled/api.key" },
+    "--allow-plaintext": Sample("proxy") { $0.proxy.allowPlaintext },
+    "--max-connections": Sample("proxy", "3") { $0.proxy.maxConnections == 3 },
     "--json": Sample("get") { $0.json },
     "-q": Sample("get") { $0.quiet },
     "--trace": Sample("get", "hex") { $0.trace == .hex && !$0.traceKeys },
@@ -101,7 +105,7 @@ struct OptionDeclarationTests {
             #expect(spec.map { Usage.help.contains("  " + $0.synopsis) } == true, "\(c)")
             if c != .help { #expect(Usage.line.contains(c.rawValue), "\(c)") }
         }
-        #expect(Usage.line == "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|gateway|serve|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]")
+        #expect(Usage.line == "usage: attled [set|scan|get|send|listen|gatt|read|write|ui|bonds|gateway|serve|proxy|decode] [-i TRANSPORT] [--name NAME | --service UUID | --address ADDR] [--rgb R,G,B] [options]")
     }
 
     /// The commands with options of their own. A property, not a closure in
