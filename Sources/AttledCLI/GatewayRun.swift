@@ -2,6 +2,7 @@
 import Attled
 import AttledGateway
 import AttledLED
+import AttledProxy
 
 /// `attled gateway`: the command line's options parsed into the library's
 /// `GatewayConfig`, the gateway run on the session's stack (the session
@@ -22,7 +23,15 @@ enum GatewayRun {
         c.security = opts.securityPolicy
         c.verbose = opts.trace != .off
         do { _ = try c.topics() } catch { throw RunError("\(error)", .usage) }
+        if !opts.proxy.inGateway, let given = ["--api-key-file", "--allow-plaintext", "--max-connections"].first(where: { opts.given.contains($0) }) {
+            throw RunError("gateway takes \(given) only with --proxy [HOST:]PORT (the gateway's Bluetooth proxy)", .usage)
+        }
         return c
+    }
+
+    /// The gateway's Bluetooth proxy (`--proxy`), checked before the controller is opened.
+    static func proxyConfig(_ opts: Options) throws -> ProxyConfig? {
+        opts.proxy.inGateway ? try ProxyRun.config(opts) : nil
     }
 
     /// The gateway on the session's stack (after `open`, which may have moved the cache and the bonds).
@@ -46,8 +55,12 @@ enum GatewayRun {
         }
     }
 
-    /// Runs until SIGINT/SIGTERM; a clean stop is the run's success.
-    static func run(_ g: Gateway, _ s: Session) throws {
+    /// Runs until SIGINT/SIGTERM; a clean stop is the run's success. With
+    /// `proxy`, the gateway is a Bluetooth proxy too, on the same keeper:
+    /// the lamps and the proxy's clients share the controller's links.
+    static func run(_ g: Gateway, _ s: Session, proxy: ProxyConfig? = nil) throws {
+        let p = try proxy.map { try ProxyRun.make($0, keeper: g.keeper, s) }
+        defer { p?.stop() }
         do {
             try g.run()
         } catch let e as GatewayError {

@@ -35,16 +35,21 @@ extension OptionSpec {
             let b = try OptionValue.hostPort("--listen", v, defaultPort: 6053)
             o.proxy.listenHost = b.host; o.proxy.listenPort = UInt16(b.port)
         }, group: .proxy, commands: [.proxy], help: ["where the API listens (default 0.0.0.0:6053; port 0: any free one)"]),
+        OptionSpec(["--proxy"], .value("[HOST:]PORT") { o, _, v in
+            let b = try OptionValue.hostPort("--proxy", v.contains(":") ? v : ":" + v, defaultPort: 6053)
+            o.proxy.listenHost = b.host; o.proxy.listenPort = UInt16(b.port); o.proxy.inGateway = true
+        }, group: .proxy, commands: [.gateway],
+           help: ["gateway: be a Bluetooth proxy too, on this port (HOST default 0.0.0.0), the lamps", "and the proxy's clients sharing the controller's links"]),
         OptionSpec(["--api-key-file"], .value("FILE") { o, _, v in o.proxy.apiKeyFile = v },
-                   group: .proxy, commands: [.proxy],
+                   group: .proxy, commands: [.proxy, .gateway],
                    help: ["Noise encryption with this key (32 bytes in base64, as ESPHome's", "api: encryption: key); the file must not be readable by others"]),
         OptionSpec(["--allow-plaintext"], .none { o in o.proxy.allowPlaintext = true },
-                   group: .proxy, commands: [.proxy], help: ["without a key, listen in plaintext beyond loopback"]),
+                   group: .proxy, commands: [.proxy, .gateway], help: ["without a key, listen in plaintext beyond loopback"]),
         OptionSpec(["--max-connections"], .value("N") { o, _, v in
             let n = try OptionValue.positive("--max-connections", v)
             guard n <= 9 else { throw UsageError("--max-connections: at most 9 (what ESPHome's proxies allow), not \(n)") }
             o.proxy.maxConnections = n
-        }, group: .proxy, commands: [.proxy], help: ["at most N Bluetooth connections for API clients (default: what the", "controller allows, at most 9)"]),
+        }, group: .proxy, commands: [.proxy, .gateway], help: ["at most N Bluetooth connections for API clients (default: what the", "controller allows, at most 9)"]),
     ]
 
     static let serving: [OptionSpec] = [

@@ -185,5 +185,7 @@ public struct ProxyOptions: Sendable {
     public var allowPlaintext = false
     /// `--max-connections N`.
     public var maxConnections: Int? = nil
+    /// `gateway --proxy [HOST:]PORT`: the gateway serves the API too (the address in listenHost/listenPort).
+    public var inGateway = false
     public init() {}
 }

@@ -15,7 +15,7 @@ enum ProxyRun {
         c.listenHost = opts.proxy.listenHost
         c.listenPort = opts.proxy.listenPort
         c.maxConnections = opts.proxy.maxConnections
-        if let n = opts.names.first {
+        if let n = opts.names.first, opts.command == .proxy {
             guard opts.names.count == 1 else { throw RunError("proxy takes one --name (the node's name)", .usage) }
             guard n.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }), n.count <= 31 else {
                 throw RunError("--name '\(n)': a proxy's node name is at most 31 letters, digits and '-' (as ESPHome's)", .usage)
@@ -52,24 +52,32 @@ enum ProxyRun {
 
     static func isLoopback(_ host: String) -> Bool { host.hasPrefix("127.") || host == "::1" || host == "localhost" }
 
-    /// Runs the proxy until SIGINT/SIGTERM (a clean stop is success).
-    static func run(_ config: ProxyConfig, _ s: Session) throws {
-        guard let stack = s.stack else { throw RunError("no controller", .failure) }
+    /// The proxy on `keeper` (its own, or the gateway's), listening.
+    /// - Throws: `RunError` (usage) when the address cannot be listened on.
+    static func make(_ config: ProxyConfig, keeper: DeviceKeeper, _ s: Session) throws -> Proxy {
+        guard let stack = keeper.stack else { throw RunError("no controller", .failure) }
         var c = config
         // The node is keyed by its MAC in Home Assistant: our address on this
         // controller, kept across restarts (the identity under the state directory).
         let own = Array(stack.info.ownAddress.address.bytes.reversed())
         c.macAddress = own
         c.bluetoothAddress = own
-        var p = DeviceKeeper.Policy()
-        p.connectTimeoutMs = c.connectTimeoutMs
-        let keeper = DeviceKeeper(stack: stack, policy: p, reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() })
         let proxy = Proxy(config: c, keeper: keeper)
         proxy.log = { CLIConsole.err($0) }
         proxy.bonds = s.bonds
         proxy.verbose = s.opts.trace != .off
         if s.opts.trace != .off { proxy.trace = { CLIConsole.err($0) } }
         do { try proxy.start() } catch let e as ListenError { throw RunError(e.description, .usage) }
+        return proxy
+    }
+
+    /// Runs the proxy until SIGINT/SIGTERM (a clean stop is success).
+    static func run(_ config: ProxyConfig, _ s: Session) throws {
+        guard let stack = s.stack else { throw RunError("no controller", .failure) }
+        var p = DeviceKeeper.Policy()
+        p.connectTimeoutMs = config.connectTimeoutMs
+        let keeper = DeviceKeeper(stack: stack, policy: p, reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() })
+        let proxy = try make(config, keeper: keeper, s)
         defer { proxy.stop() }
         do {
             try keeper.run()

@@ -82,6 +82,7 @@ final class Session {
             #if ATTLED_GATEWAY
             // Its configuration checked before the controller is opened.
             let gatewayConfig = opts.command == .gateway ? try GatewayRun.config(opts) : nil
+            let gatewayProxy = opts.command == .gateway ? try GatewayRun.proxyConfig(opts) : nil
             #else
             if opts.command == .gateway {
                 throw RunError("this attled was built without the gateway (ATTLED_NO_MQTT or ATTLED_FULLY_STATIC): build it without them, with libmosquitto-dev installed", .unavailable)
@@ -96,7 +97,7 @@ final class Session {
             case .gateway:
                 if let c = gatewayConfig {
                     gateway = try GatewayRun.make(c, self)
-                    try GatewayRun.run(gateway!, self)
+                    try GatewayRun.run(gateway!, self, proxy: gatewayProxy)
                 }
             #endif
             case .scan: sigintIsSuccess = true; try scanJob()

@@ -82,7 +82,11 @@ struct ESPHomeAPINoiseTests {
         #expect(r.phase == .complete)
         #expect(r.receive([0x01]).isEmpty)
         // The server hello: 01, "attled-proxy", 00, "a4c138f00d01", 00.
-        #expect(NoiseVector.serverHello == [0x01, 0x00, 0x1B, 0x01] + Array("attled-proxy".utf8) + [0] + Array("a4c138f00d01".utf8) + [0])
+        let header: [UInt8] = [0x01, 0x00, 0x1B, 0x01]
+        let name: [UInt8] = Array("attled-proxy".utf8)
+        let mac: [UInt8] = Array("a4c138f00d01".utf8)
+        let expected: [UInt8] = header + name + [0] + mac + [0]
+        #expect(NoiseVector.serverHello == expected)
     }
 
     @Test("the same handshake fed one byte at a time")

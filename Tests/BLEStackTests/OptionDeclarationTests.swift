@@ -67,6 +67,7 @@ private let samples: [String: Sample] = [
     "--sc-only": Sample("serve --profile pycom") { $0.serve.secureConnectionsOnly },
     "--conn-interval": Sample("serve --profile pycom", "30-50") { $0.serve.connectionParameters?.intervalMax == 40 },
     "--listen": Sample("proxy", "127.0.0.1:16053") { $0.proxy.listenHost == "127.0.0.1" && $0.proxy.listenPort == 16053 },
+    "--proxy": Sample("gateway --mqtt h", "6053") { $0.proxy.inGateway && $0.proxy.listenHost == "0.0.0.0" && $0.proxy.listenPort == 6053 },
     "--api-key-file": Sample("proxy", "/etc/attled/api.key") { $0.proxy.apiKeyFile == "/etc/attled/api.key" },
     "--allow-plaintext": Sample("proxy") { $0.proxy.allowPlaintext },
     "--max-connections": Sample("proxy", "3") { $0.proxy.maxConnections == 3 },
