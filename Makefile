@@ -43,6 +43,15 @@ $(STAMP)/venv: Tools/requirements.txt Tools/pyproject.toml $(VENV)/pyvenv.cfg | 
 	@$(VPY) -m pip install -q --disable-pip-version-check -e Tools
 	@touch $@
 
+# A second venv with the newest ESPHome API client (Tools/requirements-esphome-newest.txt):
+# attled proxy is judged by the client Home Assistant 2025.4 pins (in .venv) and by the
+# newest one, which cannot share a venv with it.
+VENV_ESPHOME := .venv-esphome-newest
+$(STAMP)/venv-esphome-newest: Tools/requirements-esphome-newest.txt | $(STAMP)
+	@test -x $(VENV_ESPHOME)/bin/python || $(PYTHON) -m venv $(VENV_ESPHOME)
+	@$(VENV_ESPHOME)/bin/python -m pip install -q --disable-pip-version-check -r Tools/requirements-esphome-newest.txt
+	@touch $@
+
 # Test-only Debian packages: tshark is the outside judge of attled's captures,
 # systemd-analyze of the gateway's unit file.
 $(STAMP)/apt-test: | $(STAMP)
@@ -61,7 +70,7 @@ $(STAMP)/apt-test: | $(STAMP)
 deps: $(STAMP)/apt
 venv: $(STAMP)/venv
 setup: deps venv
-test-deps: setup $(STAMP)/apt-test
+test-deps: setup $(STAMP)/apt-test $(STAMP)/venv-esphome-newest
 
 build: deps
 	swift build

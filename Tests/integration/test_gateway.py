@@ -742,3 +742,68 @@ def test_the_binary_loads_libmosquitto_only_for_the_gateway():
     needed = [line.split("[")[1].rstrip("]") for line in r.stdout.splitlines() if "(NEEDED)" in line]
     assert needed, r.stdout
     assert not any(n.startswith(("libmosquitto", "libssl.")) for n in needed), needed
+
+
+def test_the_gateway_is_a_bluetooth_proxy_too_sharing_the_links_with_its_lamps(gateway):
+    """Issue 30: `gateway --proxy PORT`: one process, one controller. The
+    proxy offers only the links the lamps leave (--max-links 2, one lamp: one
+    slot), refuses a lamp the gateway holds, and the lamp still takes commands
+    while an API client holds the other link."""
+    import asyncio
+    import socket
+
+    from aioesphomeapi import APIClient
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    s = gateway(["Lamp1:pycom", "Other:particle:addr=C0:11:22:33:44:77"],
+                args=["--name", "Lamp1", "--max-links", "2", "--proxy", f"127.0.0.1:{port}"])
+    s.wait_online("Lamp1")
+    s.gw.wait_line("proxy: listening on")
+    other = int("C0:11:22:33:44:77".replace(":", ""), 16)
+    lamp = int(s.world.device("Lamp1")["address"].replace(":", ""), 16)
+
+    async def go():
+        cli = APIClient("127.0.0.1", port, None)
+        await cli.connect(login=True)
+        info = await cli.device_info()
+        free: list[tuple[int, int]] = []
+        changed = asyncio.Event()
+
+        def on_free(f: int, limit: int, allocated=None) -> None:
+            free.append((f, limit))
+            changed.set()
+
+        cli.subscribe_bluetooth_connections_free(on_free)
+        await asyncio.wait_for(changed.wait(), 5)
+        first = free[-1]
+
+        async def connect(address: int) -> tuple:
+            state = asyncio.get_running_loop().create_future()
+            await cli.bluetooth_device_connect(address, lambda c, m, e: state.done() or state.set_result((c, e)), timeout=15,
+                                               feature_flags=info.bluetooth_proxy_feature_flags, has_cache=False, address_type=1)
+            return await asyncio.wait_for(state, 15)
+
+        held = await connect(lamp)
+        up = await connect(other)
+        during = free[-1]
+        mark = s.mq.mark()
+        s.command("Lamp1", {"state": "ON", "color": {"r": 1, "g": 2, "b": 3}})
+        await asyncio.get_running_loop().run_in_executor(None, lambda: s.wait_state("Lamp1", {"state": "ON"}, since=mark))
+        await cli.bluetooth_device_disconnect(other)
+        deadline = time.monotonic() + 5
+        while free[-1][0] != 1 and time.monotonic() < deadline:
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), 5)
+        await cli.disconnect()
+        return first, held, up, during, free[-1]
+
+    first, held, up, during, last = asyncio.run(asyncio.wait_for(go(), 60))
+    assert first == (1, 2), first            # two links, the lamp holds one
+    assert held == (False, 0x0C), held        # Command Disallowed: the gateway holds that lamp
+    assert up == (True, 0), up
+    assert during == (0, 2), during
+    assert last == (1, 2), last
+    s.world.wait_event({"event": "state", "device": "Lamp1", "rgb": [1, 2, 3]})
+    s.stop()

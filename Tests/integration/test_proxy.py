@@ -13,11 +13,14 @@ notifications, Noise.
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid as uuidlib
+from pathlib import Path
 
 import pytest
 from aioesphomeapi import APIClient, BluetoothProxyFeature
@@ -299,8 +302,6 @@ async def main():
     await asyncio.sleep(60)
 asyncio.run(main())
 """)
-    import subprocess
-    import sys
     holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "connected True"
@@ -327,3 +328,67 @@ def test_plaintext_beyond_loopback_and_a_readable_key_are_refused(tmp_path):
     keyfile.write_text("not base64 at all")
     r = run_attled(["proxy", "-i", "tcp:127.0.0.1:1", "--api-key-file", str(keyfile)])
     assert r.returncode == 64 and "head -c 32 /dev/urandom | base64" in r.stderr, r.stderr
+
+
+NEWEST_PY = Path(__file__).resolve().parents[2] / ".venv-esphome-newest" / "bin" / "python"
+CLIENT_JOB = Path(__file__).resolve().parents[2] / "Tools" / "attledtools" / "drivers" / "esphome_client.py"
+
+
+@pytest.mark.parametrize("client_python", ["pinned", "newest"])
+def test_a_client_job_with_home_assistants_pin_and_with_the_newest_client(world, start_proxy, tmp_path, client_python):
+    """The same job (connect, discover, write, read back) from aioesphomeapi
+    29.9.0 (Home Assistant 2025.4's pin) and from the newest (46.x, its own
+    venv, made by `make test-deps`), over Noise."""
+    if client_python == "newest":
+        assert NEWEST_PY.exists(), f"{NEWEST_PY} is missing: make test-deps makes it"
+    python = str(NEWEST_PY) if client_python == "newest" else sys.executable
+    w = world(devices=["Lamp1:pycom"])
+    keyfile = tmp_path / "key"
+    keyfile.write_text(KEY)
+    keyfile.chmod(0o600)
+    _, port = start_proxy(w, "--api-key-file", str(keyfile))
+    r = subprocess.run([python, str(CLIENT_JOB), "--port", str(port), "--key", KEY, "--address", w.device("Lamp1")["address"],
+                        "--char", PROFILES["pycom"].char("green").uuid, "--write", "5a"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ok"] and out["connected"] and out["read"] == "5a", out
+    if client_python == "newest":
+        assert out["api_version"] == "1.10"
+    w.wait_event({"event": "write", "device": "Lamp1", "char": "green", "value": "5a"})
+
+
+def test_pairing_with_a_secure_board_then_unpair(world, start_proxy):
+    """Just Works through attled's SMP, judged by Bumble's: the write refused
+    for want of encryption, the client pairs, the write goes through; unpair
+    removes the bond and drops the link."""
+    w = world(devices=["Sec:pycom:secure=enc"])
+    p, port = start_proxy(w)
+    red = PROFILES["pycom"].char("red").uuid
+
+    async def go():
+        cli = await client(port)
+        seen = await heard(cli, 1)
+        a = api_address(w.device("Sec")["address"])
+        assert (await connect(cli, a, seen[a][1]))[0]
+        c = await characteristic(cli, a, red)
+        refused = None
+        try:
+            await cli.bluetooth_gatt_write(a, c.handle, b"\x11", True)
+        except Exception as e:  # noqa: BLE001 - the refusal is the point
+            refused = str(e)
+        paired = await cli.bluetooth_device_pair(a)
+        await cli.bluetooth_gatt_write(a, c.handle, b"\x22", True)
+        unpaired = await cli.bluetooth_device_unpair(a)
+        await cli.disconnect()
+        return refused, paired, unpaired
+
+    refused, paired, unpaired = run(go(), timeout=60)
+    assert refused is not None and ("error=15" in refused or "error=5" in refused), refused
+    assert paired.paired and paired.error == 0, paired
+    ev = w.wait_event({"event": "pairing", "device": "Sec"})
+    assert ev["result"] == "complete" and ev["bonded"] is True, ev
+    w.wait_event({"event": "write", "device": "Sec", "char": "red", "value": "22"})
+    assert unpaired.success, unpaired
+    p.wait_line("(bond removed)")
+    w.wait_event({"event": "disconnected", "device": "Sec"})
