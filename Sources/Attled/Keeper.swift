@@ -111,7 +111,7 @@ public final class DeviceKeeper {
     /// A subscription, for `cancel`.
     public typealias Subscription = Subscribers<Event>.Token
 
-    public let policy: Policy
+    public internal(set) var policy: Policy
     /// The current stack (a new one after the controller was reopened; nil meanwhile).
     public private(set) var stack: BLEStack?
     /// The event loop every stack runs on.

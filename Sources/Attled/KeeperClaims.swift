@@ -115,4 +115,17 @@ extension DeviceKeeper {
     /// The slots for links at all: `Policy.maxLinks`, or what the controller
     /// was found to hold (nil: not known yet).
     public var slotCount: Int? { slotLimit }
+
+    /// Scans with scan requests (active) or without (passive) from now on:
+    /// a scan under way is stopped and started again in the new mode.
+    public func setActiveScan(_ active: Bool) {
+        guard policy.activeScan != active else { return }
+        policy.activeScan = active
+        log("scan: \(active ? "active" : "passive") from now on")
+        guard let st = stack, st.central.isScanning else { return }
+        st.central.stopScanning().whenComplete { [weak self] _ in self?.ensureScanning() }
+    }
+
+    /// A scan is under way.
+    public var isScanning: Bool { stack?.central.isScanning ?? false }
 }

@@ -117,6 +117,11 @@ public final class Proxy {
             c.wantsAdvertisements = true
             log("proxy: \(c.label): subscribed to advertisements (flags \(m.flags.rawValue))")
             keeper.start()
+            c.send(scannerState())
+        case let m as BluetoothScannerSetModeRequest:
+            keeper.setActiveScan(m.mode == .active)
+            let s = scannerState()
+            for other in clients.values where other === c || other.wantsAdvertisements { other.send(s) }
         case is UnsubscribeBluetoothLEAdvertisementsRequest:
             c.wantsAdvertisements = false
         case is SubscribeBluetoothConnectionsFreeRequest:
@@ -160,6 +165,13 @@ public final class Proxy {
     }
 
     // MARK: advertisements
+
+    /// The scanner as the clients see it: running while someone is
+    /// subscribed, in the keeper's mode; configured active (attled's default).
+    func scannerState() -> BluetoothScannerStateResponse {
+        BluetoothScannerStateResponse(state: clients.values.contains { $0.wantsAdvertisements } ? .running : .idle,
+                                      mode: keeper.policy.activeScan ? .active : .passive, configuredMode: .active)
+    }
 
     /// Subscribes to the current stack's reports (again after the controller was reopened).
     func hookCentral() {

@@ -348,13 +348,15 @@ def test_a_client_job_with_home_assistants_pin_and_with_the_newest_client(world,
     keyfile.chmod(0o600)
     _, port = start_proxy(w, "--api-key-file", str(keyfile))
     r = subprocess.run([python, str(CLIENT_JOB), "--port", str(port), "--key", KEY, "--address", w.device("Lamp1")["address"],
-                        "--char", PROFILES["pycom"].char("green").uuid, "--write", "5a"],
+                        "--char", PROFILES["pycom"].char("green").uuid, "--write", "5a", "--scanner-mode"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["ok"] and out["connected"] and out["read"] == "5a", out
     if client_python == "newest":
         assert out["api_version"] == "1.10"
+        # Scanner state (126) on subscribe, running and active; passive after its SetMode (127).
+        assert out["scanner_states"][0] == [2, 1] and out["scanner_states"][-1] == [2, 0], out
     w.wait_event({"event": "write", "device": "Lamp1", "char": "green", "value": "5a"})
 
 

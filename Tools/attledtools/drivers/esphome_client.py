@@ -42,8 +42,21 @@ async def job(args: argparse.Namespace) -> dict:
             if a.address == address:
                 got.set()
 
+    states: list = []
+    passive = asyncio.Event()
+    if args.scanner_mode and hasattr(cli, "bluetooth_scanner_set_mode"):  # clients from 2025.5 on
+        def on_scanner(s) -> None:
+            states.append((int(s.state), int(s.mode)))
+            if int(s.mode) == 0:
+                passive.set()
+        cli.subscribe_bluetooth_scanner_state(on_scanner)
     unsub = cli.subscribe_bluetooth_le_raw_advertisements(on_raw)
     await asyncio.wait_for(got.wait(), 10)
+    if args.scanner_mode and hasattr(cli, "bluetooth_scanner_set_mode"):
+        from aioesphomeapi import BluetoothScannerMode
+        cli.bluetooth_scanner_set_mode(BluetoothScannerMode.PASSIVE)
+        await asyncio.wait_for(passive.wait(), 5)
+        out["scanner_states"] = states
     unsub()
     state = asyncio.get_running_loop().create_future()
 
@@ -77,6 +90,7 @@ def main(argv=None) -> int:
     p.add_argument("--address", required=True)
     p.add_argument("--char", required=True)
     p.add_argument("--write", required=True)
+    p.add_argument("--scanner-mode", action="store_true", help="newer clients: set the scanner passive and wait for its state")
     p.add_argument("--timeout", type=float, default=40)
     args = p.parse_args(argv)
     try:
