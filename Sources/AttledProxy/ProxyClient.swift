@@ -115,10 +115,10 @@ final class ProxyClient {
             return close("a malformed \(type): \(error)")
         }
         guard case let .known(m) = decoded else {
-            proxy?.trace?("proxy: \(label): ignored \(type)")
+            proxy?.trace?("proxy: \(label) >> \(type): not one of ours, ignored")
             return  // unknown message types are ignored, as ESPHome does
         }
-        proxy?.trace?("proxy: \(label) >> \(Swift.type(of: m))")
+        proxy?.trace?("proxy: \(label) >> \(m.traceDescription)")
         proxy?.handle(m, from: self)
     }
 
@@ -135,7 +135,7 @@ final class ProxyClient {
             do { bytes = try t.encrypt(message) } catch { return close("cannot encrypt \(type(of: message)): \(error)") }
             framing = .noise(t)
         }
-        proxy?.trace?("proxy: \(label) << \(type(of: message))")
+        proxy?.trace?("proxy: \(label) << \(message.traceDescription)")
         guard stream.send(bytes) else { return close("the connection failed while writing") }
         if stream.wantsWrite, let w = watch { proxy?.loop.update(w, [.readable, .writable]) }
     }

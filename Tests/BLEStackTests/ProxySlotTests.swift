@@ -152,3 +152,26 @@ struct ProxySlotTests {
         #expect(proxy.freeSlots == 1)
     }
 }
+
+@Suite("ESPHome API messages in the trace")
+struct APITraceDescriptionTests {
+    @Test("a message prints its name, id and the fields that are not their defaults; an address as one")
+    func describe() {
+        var w = BluetoothGATTWriteRequest()
+        w.address = 0xC0_11_22_33_44_55
+        w.handle = 16
+        w.response = true
+        w.data = [0x07]
+        #expect(w.traceDescription == "BluetoothGATTWriteRequest (75) address=C0:11:22:33:44:55, handle=16, response=true, data=07")
+        #expect(PingRequest().traceDescription == "PingRequest (7)")
+        var f = BluetoothConnectionsFreeResponse()
+        f.free = 0
+        f.limit = 2
+        f.allocated = [0xC0_11_22_33_44_55]
+        #expect(f.traceDescription == "BluetoothConnectionsFreeResponse (81) limit=2, allocated=[C0:11:22:33:44:55]")
+        var s = BluetoothGATTGetServicesResponse()
+        s.address = 1
+        s.services = [BluetoothGATTService(uuid: BluetoothGATTUUID(uuid: [1, 2]), handle: 14)]
+        #expect(s.traceDescription == "BluetoothGATTGetServicesResponse (71) address=00:00:00:00:00:01, services=[{uuid=[1,2], handle=14}]")
+    }
+}

@@ -126,7 +126,7 @@ def test_device_info_and_flags_and_the_same_mac_after_a_restart(world, start_pro
 
     i, v = run(info())
     home = p.home
-    assert p.stop(timeout=10) == 0, p.stderr()
+    assert p.stop(timeout=10) == 0, p.stderr
     flags = BluetoothProxyFeature(i.bluetooth_proxy_feature_flags)
     for f in (BluetoothProxyFeature.PASSIVE_SCAN, BluetoothProxyFeature.ACTIVE_CONNECTIONS, BluetoothProxyFeature.REMOTE_CACHING,
               BluetoothProxyFeature.RAW_ADVERTISEMENTS):
@@ -394,3 +394,16 @@ def test_pairing_with_a_secure_board_then_unpair(world, start_proxy):
     assert unpaired.success, unpaired
     p.wait_line("(bond removed)")
     w.wait_event({"event": "disconnected", "device": "Sec"})
+
+
+def test_trace_shows_each_api_message_beside_the_att_it_causes(world, start_proxy):
+    w = world(devices=["Lamp1:pycom"])
+    p, port = start_proxy(w, "--trace")
+    r = subprocess.run([sys.executable, str(CLIENT_JOB), "--port", str(port), "--address", w.device("Lamp1")["address"],
+                        "--char", PROFILES["pycom"].char("blue").uuid, "--write", "33"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = p.stderr.splitlines()
+    api = next(i for i, line in enumerate(lines) if ">> BluetoothGATTWriteRequest (75)" in line and "response=true, data=33" in line)
+    att = next(i for i, line in enumerate(lines) if i > api and "Write Request" in line)
+    done = next(i for i, line in enumerate(lines) if i > att and "<< BluetoothGATTWriteResponse (83)" in line)
+    assert api < att < done
