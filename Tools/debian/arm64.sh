@@ -63,7 +63,7 @@ cat > "$CHROOT/arm64-destination.json" <<JSON
 JSON
 
 mkdir -p "$CHROOT/src"
-tar -C "$ROOT" --exclude=.build --exclude=./.venv --exclude=./.git -cf - . | (rm -rf "$CHROOT/src/attled" && mkdir -p "$CHROOT/src/attled" && tar -C "$CHROOT/src/attled" -xf -)
+tar -C "$ROOT" --exclude=.build --exclude=./.venv --exclude=./.venv-esphome-newest --exclude=./.git -cf - . | (rm -rf "$CHROOT/src/attled" && mkdir -p "$CHROOT/src/attled" && tar -C "$CHROOT/src/attled" -xf -)
 
 build() { # label env swift-build-args...
     local label=$1 envs=$2; shift 2

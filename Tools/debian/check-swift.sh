@@ -22,7 +22,7 @@ say "$(chroot "$CHROOT" swift --version 2>&1 | head -n 1)"
 
 # The sources as they are now (committed or not), without build products.
 mkdir -p "$CHROOT/src"
-tar -C "$ROOT" --exclude=.build --exclude=./.venv --exclude=./.git -cf - . | (rm -rf "$CHROOT/src/attled" && mkdir -p "$CHROOT/src/attled" && tar -C "$CHROOT/src/attled" -xf -)
+tar -C "$ROOT" --exclude=.build --exclude=./.venv --exclude=./.venv-esphome-newest --exclude=./.git -cf - . | (rm -rf "$CHROOT/src/attled" && mkdir -p "$CHROOT/src/attled" && tar -C "$CHROOT/src/attled" -xf -)
 
 run() { # label timeout command...
     local label=$1 limit=$2; shift 2
