@@ -53,7 +53,8 @@ $(STAMP)/venv-esphome-newest: Tools/requirements-esphome-newest.txt | $(STAMP)
 	@touch $@
 
 # Test-only Debian packages: tshark is the outside judge of attled's captures,
-# systemd-analyze of the gateway's unit file.
+# systemd-analyze of the gateway's unit file, avahi-daemon publishes the proxy's
+# mDNS announcement (python-zeroconf, what Home Assistant uses, is its judge).
 $(STAMP)/apt-test: | $(STAMP)
 	@command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
@@ -65,6 +66,8 @@ $(STAMP)/apt-test: | $(STAMP)
 	fi
 	@command -v systemd-analyze >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
+	@command -v avahi-daemon >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq avahi-daemon avahi-utils libavahi-client3 >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq avahi-daemon avahi-utils libavahi-client3 >/dev/null; }
 	@touch $@
 
 deps: $(STAMP)/apt

@@ -103,7 +103,12 @@ let package = Package(
         // plaintext and Noise frames, the Noise_NNpsk0 responder; sans I/O.
         .target(name: "ESPHomeAPI", dependencies: ["BLEWire", "CCrypto"], swiftSettings: strict),
         // The Home Assistant Bluetooth proxy: ESPHome's native API served on the keeper's loop, each client's link a claim.
-        .target(name: "AttledProxy", dependencies: ["Attled", "ESPHomeAPI"], swiftSettings: strict),
+        .target(name: "AttledProxy", dependencies: ["Attled", "ESPHomeAPI", "CAvahi"], swiftSettings: strict),
+        // The proxy's mDNS announcement through avahi-daemon: libavahi-client.so.3 opened
+        // with dlopen when a proxy announces itself (none in the fully static build).
+        .target(name: "CAvahi",
+                cSettings: fullyStatic ? [.define("ATTLED_NO_DLOPEN")] : [],
+                linkerSettings: fullyStatic ? [] : [.linkedLibrary("dl")]),
         // Checks the SMP crypto against the specification's sample data; proves OpenSSL links (also fully static).
         .executableTarget(name: "smp-selftest", dependencies: ["BLESMP"], swiftSettings: strict),
     ]

@@ -23,7 +23,7 @@ enum GatewayRun {
         c.security = opts.securityPolicy
         c.verbose = opts.trace != .off
         do { _ = try c.topics() } catch { throw RunError("\(error)", .usage) }
-        if !opts.proxy.inGateway, let given = ["--api-key-file", "--allow-plaintext", "--max-connections"].first(where: { opts.given.contains($0) }) {
+        if !opts.proxy.inGateway, let given = ["--api-key-file", "--allow-plaintext", "--max-connections", "--no-mdns"].first(where: { opts.given.contains($0) }) {
             throw RunError("gateway takes \(given) only with --proxy [HOST:]PORT (the gateway's Bluetooth proxy)", .usage)
         }
         return c

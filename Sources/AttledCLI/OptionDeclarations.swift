@@ -45,6 +45,8 @@ extension OptionSpec {
                    help: ["Noise encryption with this key (32 bytes in base64, as ESPHome's", "api: encryption: key); the file must not be readable by others"]),
         OptionSpec(["--allow-plaintext"], .none { o in o.proxy.allowPlaintext = true },
                    group: .proxy, commands: [.proxy, .gateway], help: ["without a key, listen in plaintext beyond loopback"]),
+        OptionSpec(["--no-mdns"], .none { o in o.proxy.noMDNS = true }, group: .proxy, commands: [.proxy, .gateway],
+                   help: ["do not announce the proxy over mDNS (by default it is, as _esphomelib._tcp,", "through avahi-daemon, so Home Assistant discovers it)"]),
         OptionSpec(["--max-connections"], .value("N") { o, _, v in
             let n = try OptionValue.positive("--max-connections", v)
             guard n <= 9 else { throw UsageError("--max-connections: at most 9 (what ESPHome's proxies allow), not \(n)") }

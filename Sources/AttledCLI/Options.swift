@@ -187,5 +187,7 @@ public struct ProxyOptions: Sendable {
     public var maxConnections: Int? = nil
     /// `gateway --proxy [HOST:]PORT`: the gateway serves the API too (the address in listenHost/listenPort).
     public var inGateway = false
+    /// `--no-mdns`: no announcement over mDNS.
+    public var noMDNS = false
     public init() {}
 }

@@ -15,6 +15,7 @@ enum ProxyRun {
         c.listenHost = opts.proxy.listenHost
         c.listenPort = opts.proxy.listenPort
         c.maxConnections = opts.proxy.maxConnections
+        c.announce = !opts.proxy.noMDNS
         if let n = opts.names.first, opts.command == .proxy {
             guard opts.names.count == 1 else { throw RunError("proxy takes one --name (the node's name)", .usage) }
             guard n.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }), n.count <= 31 else {

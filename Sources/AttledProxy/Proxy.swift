@@ -30,6 +30,8 @@ public final class Proxy {
     private var clients: [Int: ProxyClient] = [:]
     private var nextClient = 1
     private var centralSubscription: (stack: ObjectIdentifier, token: Central.Subscription)?
+    private var announcement: ProxyAnnouncement?
+    private var announcementCheck: EventLoop.Token?
     var clientList: [ProxyClient] { Array(clients.values) }
     /// The port listened on (the kernel's pick when the config says 0).
     public var port: UInt16? { listener?.port }
@@ -55,11 +57,41 @@ public final class Proxy {
         listener = l
         listenWatch = loop.watch(l.fd, .readable) { [weak self] _ in self?.accept() }
         hookCentral()
+        if config.announce { announce(port: l.port) }
         log("proxy: listening on \(config.listenHost):\(l.port) (ESPHome native API \(ProxyConfig.apiVersion.major).\(ProxyConfig.apiVersion.minor), \(config.key == nil ? "plaintext" : "Noise encryption")), node \(config.name), MAC \(ProxyConfig.text(config.macAddress))")
+    }
+
+    /// Announces the node over mDNS and tells how that went: the name
+    /// announced once avahi-daemon has it, or why not (then Home Assistant
+    /// adds the proxy by host and port).
+    private func announce(port: UInt16) {
+        switch ProxyAnnouncement.start(config, port: port) {
+        case let .failure(e):
+            log("proxy: not announced over mDNS (\(e)); add it in Home Assistant by host and port \(port)")
+        case let .success(a):
+            announcement = a
+            var waited = 0
+            func check() {
+                announcementCheck = loop.schedule(afterMs: 100) { [weak self] in
+                    guard let self, let a = self.announcement else { return }
+                    waited += 100
+                    switch a.state {
+                    case let .established(name): self.log("proxy: announced over mDNS as \(name).\(ProxyAnnouncement.serviceType).local")
+                    case let .failed(why): self.log("proxy: mDNS announcement failed (\(why)); add it in Home Assistant by host and port \(port)")
+                    case .starting:
+                        if waited < 10_000 { check() } else { self.log("proxy: avahi-daemon has not announced the node within 10 s; still trying") }
+                    }
+                }
+            }
+            check()
+        }
     }
 
     /// Stops listening and closes every client (their links are let go).
     public func stop() {
+        if let t = announcementCheck { loop.cancel(t) }
+        announcement?.stop()
+        announcement = nil
         if let w = listenWatch { loop.cancel(w) }
         listenWatch = nil
         listener?.close()

@@ -24,6 +24,8 @@ public struct ProxyConfig: Sendable {
     public var maxConnections: Int?
     /// A connect attempt's bound (Home Assistant waits up to 20 s).
     public var connectTimeoutMs = 10_000
+    /// Announce the node over mDNS (`_esphomelib._tcp`, through avahi-daemon).
+    public var announce = true
     /// Raw advertisements are sent in batches of at most this many ...
     public var batchSize = 16
     /// ... or after this long, whichever comes first.

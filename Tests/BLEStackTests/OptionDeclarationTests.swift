@@ -70,6 +70,7 @@ private let samples: [String: Sample] = [
     "--proxy": Sample("gateway --mqtt h", "6053") { $0.proxy.inGateway && $0.proxy.listenHost == "0.0.0.0" && $0.proxy.listenPort == 6053 },
     "--api-key-file": Sample("proxy", "/etc/attled/api.key") { $0.proxy.apiKeyFile == "/etc/attled/api.key" },
     "--allow-plaintext": Sample("proxy") { $0.proxy.allowPlaintext },
+    "--no-mdns": Sample("proxy") { $0.proxy.noMDNS },
     "--max-connections": Sample("proxy", "3") { $0.proxy.maxConnections == 3 },
     "--json": Sample("get") { $0.json },
     "-q": Sample("get") { $0.quiet },

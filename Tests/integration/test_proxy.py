@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -44,9 +45,10 @@ def start_proxy():
     port: (the process, its port); every one is killed at the test's end."""
     started: list[Running] = []
 
-    def start(w, *extra: str, home=None, port: int | None = None) -> tuple[Running, int]:
+    def start(w, *extra: str, home=None, port: int | None = None, mdns: bool = False) -> tuple[Running, int]:
         port = port or free_port()
-        p = Running(["proxy", "-i", w.transport(), "--listen", f"127.0.0.1:{port}", *extra], home=home)
+        p = Running(["proxy", "-i", w.transport(), "--listen", f"127.0.0.1:{port}", *extra, *([] if mdns else ["--no-mdns"])],
+                    home=home)
         started.append(p)
         p.wait_line("proxy: listening on", timeout=15)
         return p, port
@@ -407,3 +409,111 @@ def test_trace_shows_each_api_message_beside_the_att_it_causes(world, start_prox
     att = next(i for i, line in enumerate(lines) if i > api and "Write Request" in line)
     done = next(i for i, line in enumerate(lines) if i > att and "<< BluetoothGATTWriteResponse (83)" in line)
     assert api < att < done
+
+
+@pytest.fixture(scope="module")
+def avahi():
+    """avahi-daemon on the system bus: the running one, else one started here
+    (with a system dbus-daemon if there is none), stopped at the end."""
+    started: list[int] = []
+    bus_started = False
+    if subprocess.run(["avahi-daemon", "--check"], capture_output=True).returncode != 0:
+        if not bus_alive():
+            for stale in ("/run/dbus/system_bus_socket", "/run/dbus/pid"):
+                Path(stale).unlink(missing_ok=True)
+            Path("/run/dbus").mkdir(parents=True, exist_ok=True)
+            r = subprocess.run(["dbus-daemon", "--system", "--fork", "--print-pid"], capture_output=True, text=True, timeout=10)
+            assert r.returncode == 0, r.stderr
+            started.append(int(r.stdout.split()[0]))
+            bus_started = True
+        r = subprocess.run(["avahi-daemon", "--daemonize", "--no-drop-root", "--no-chroot"], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 10
+        while subprocess.run(["avahi-daemon", "--check"], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "avahi-daemon did not start"
+            time.sleep(0.1)
+        started.append(int(Path("/run/avahi-daemon/pid").read_text().split()[0]))
+    yield
+    for pid in reversed(started):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if bus_started:
+        for stale in ("/run/dbus/system_bus_socket", "/run/dbus/pid"):
+            Path(stale).unlink(missing_ok=True)
+
+
+def bus_alive() -> bool:
+    """A system dbus-daemon answers on its socket."""
+    if not Path("/run/dbus/system_bus_socket").exists():
+        return False
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect("/run/dbus/system_bus_socket")
+            return True
+        except OSError:
+            return False
+
+
+def browse(name: str, timeout: float = 10) -> dict:
+    """The _esphomelib._tcp service `name` as python-zeroconf (what Home
+    Assistant uses) resolves it: port and TXT records."""
+    from zeroconf import ServiceBrowser, Zeroconf
+
+    found: dict = {}
+    zc = Zeroconf()
+
+    class Listener:
+        def add_service(self, z, kind, full):
+            if full.split(".")[0] == name:
+                info = z.get_service_info(kind, full, 3000)
+                if info:
+                    found.update(port=info.port, txt={k.decode(): (v or b"").decode() for k, v in info.properties.items()})
+
+        def update_service(self, *args):
+            pass
+
+        def remove_service(self, *args):
+            pass
+
+    ServiceBrowser(zc, "_esphomelib._tcp.local.", Listener())
+    deadline = time.monotonic() + timeout
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.1)
+    zc.close()
+    return found
+
+
+def test_found_over_mdns_as_home_assistant_finds_esphome_nodes(world, start_proxy, avahi, tmp_path):
+    w = world(devices=["Lamp1:pycom"])
+    keyfile = tmp_path / "key"
+    keyfile.write_text(KEY)
+    keyfile.chmod(0o600)
+    p, port = start_proxy(w, "--name", "Hall", "--api-key-file", str(keyfile), mdns=True)
+    p.wait_line("announced over mDNS as hall._esphomelib._tcp.local")
+    svc = browse("hall")
+    assert svc and svc["port"] == port, svc
+    async def mac():
+        cli = await client(port, KEY)
+        info = await cli.device_info()
+        await cli.disconnect()
+        return info.mac_address
+    assert svc["txt"]["mac"] == run(mac()).replace(":", "").lower()
+    assert svc["txt"]["friendly_name"] == "Hall" and svc["txt"]["version"] >= "2025.4"
+    assert svc["txt"]["api_encryption"] == "Noise_NNpsk0_25519_ChaChaPoly_SHA256"
+
+
+def test_without_avahi_the_log_says_to_add_it_by_host_and_port(world, monkeypatch):
+    """No system bus to reach avahi-daemon through: the proxy runs, and says
+    how Home Assistant adds it instead."""
+    w = world(devices=["Lamp1:pycom"])
+    port = free_port()
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/attled-test-bus")
+    p = Running(["proxy", "-i", w.transport(), "--listen", f"127.0.0.1:{port}"])
+    try:
+        line = p.wait_line("not announced over mDNS", timeout=15)
+        assert "cannot reach avahi-daemon" in line and f"add it in Home Assistant by host and port {port}" in line, line
+        p.wait_line("proxy: listening on", timeout=15)
+    finally:
+        p.kill()
