@@ -190,6 +190,7 @@ def test_connect_discover_write_the_colour_and_read_it_back(world, start_proxy, 
     w.wait_event({"event": "write", "device": "Lamp1", "char": "red", "value": "2a"})
 
 
+@pytest.mark.controllers
 def test_harness_notifications_with_the_cccd_written_by_the_client(world, start_proxy):
     w = world(devices=["Harn:harness:notify_every=50"])
     _, port = start_proxy(w)
@@ -222,6 +223,7 @@ def test_harness_notifications_with_the_cccd_written_by_the_client(world, start_
     w.wait_event({"event": "subscribed", "device": "Harn"})
 
 
+@pytest.mark.controllers
 def test_two_links_at_once_count_the_slots_down_and_back_up(world, start_proxy):
     w = world(devices=["Lamp1:pycom", "Lamp2:particle"])
     _, port = start_proxy(w, "--max-connections", "2")
@@ -285,6 +287,7 @@ def test_noise_right_key_wrong_key_and_a_plaintext_client(world, start_proxy, tm
     p.wait_line("bad indicator byte")
 
 
+@pytest.mark.controllers
 def test_the_api_client_killed_drops_its_links_within_a_second(world, start_proxy, tmp_path):
     w = world(devices=["Lamp1:pycom"])
     _, port = start_proxy(w)
@@ -362,6 +365,7 @@ def test_a_client_job_with_home_assistants_pin_and_with_the_newest_client(world,
     w.wait_event({"event": "write", "device": "Lamp1", "char": "green", "value": "5a"})
 
 
+@pytest.mark.controllers
 def test_pairing_with_a_secure_board_then_unpair(world, start_proxy):
     """Just Works through attled's SMP, judged by Bumble's: the write refused
     for want of encryption, the client pairs, the write goes through; unpair
