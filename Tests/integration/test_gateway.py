@@ -510,10 +510,12 @@ def test_command_never_answered_resets_the_controller(gateway):
     s.stop(signal.SIGINT)
 
 
-def test_systemd_unit_is_valid_and_least_privilege(tmp_path):
-    """Tools/attled-gateway.service: systemd itself verifies the unit, and its
-    offline security analysis rates the sandbox (lower is better; a unit with
-    no hardening scores about 9.6). CAP_NET_ADMIN is the only capability."""
+@pytest.mark.parametrize("service", ["attled-gateway.service", "attled-proxy.service"])
+def test_systemd_unit_is_valid_and_least_privilege(tmp_path, service):
+    """Tools/attled-gateway.service and attled-proxy.service: systemd itself
+    verifies each unit, and its offline security analysis rates the sandbox
+    (lower is better; a unit with no hardening scores about 9.6).
+    CAP_NET_ADMIN is the only capability."""
     import re
     import shutil
     import subprocess
@@ -522,8 +524,8 @@ def test_systemd_unit_is_valid_and_least_privilege(tmp_path):
 
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze missing: make test-deps installs systemd"
-    text = (REPO_ROOT / "Tools" / "attled-gateway.service").read_text()
-    unit = tmp_path / "attled-gateway.service"
+    text = (REPO_ROOT / "Tools" / service).read_text()
+    unit = tmp_path / service
     unit.write_text(text.replace("/usr/local/bin/attled", str(ATTLED)))
     v = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert v.returncode == 0, v.stdout + v.stderr
