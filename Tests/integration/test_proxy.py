@@ -521,3 +521,35 @@ def test_without_avahi_the_log_says_to_add_it_by_host_and_port(world, monkeypatc
         p.wait_line("proxy: listening on", timeout=15)
     finally:
         p.kill()
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",   # a varint longer than 10 bytes
+    b"\x00\xc1\xb8\x02\x01" + b"\x00" * 64,               # a frame of 40001 bytes, over the 32768 limit
+    b"\x00\x04\x01\x0a\x05ab",                            # HelloRequest whose client_info says 5 bytes and has 2
+    b"\x01\x00\x00",                                      # a Noise frame to a plaintext proxy
+], ids=["long-varint", "oversized", "bad-protobuf", "noise-to-plaintext"])
+def test_a_bad_frame_closes_that_client_and_nothing_else(world, start_proxy, garbage):
+    w = world(devices=["Lamp1:pycom"])
+    p, port = start_proxy(w)
+
+    async def good():
+        cli = await client(port)
+        info = await cli.device_info()
+        await cli.disconnect()
+        return info.name
+
+    assert run(good()) == "attled-proxy"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(garbage)
+        s.settimeout(5)
+        rest = b""
+        while True:
+            chunk = s.recv(4096)  # the proxy closes the connection: b"" within the timeout
+            if not chunk:
+                break
+            rest += chunk
+    if garbage.startswith(b"\x01"):
+        assert rest.startswith(b"\x00") and b"Bad indicator byte" in rest, rest
+    assert run(good()) == "attled-proxy"
+    assert p.p.poll() is None, "the proxy is still running"
