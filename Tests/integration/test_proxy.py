@@ -553,3 +553,18 @@ def test_a_bad_frame_closes_that_client_and_nothing_else(world, start_proxy, gar
         assert rest.startswith(b"\x00") and b"Bad indicator byte" in rest, rest
     assert run(good()) == "attled-proxy"
     assert p.p.poll() is None, "the proxy is still running"
+
+
+def test_message_vectors_are_what_the_pinned_aioesphomeapi_writes():
+    """The unit tests' byte vectors (ESPHomeAPIMessageVectors.swift) are regenerated
+    from the pinned aioesphomeapi's api_pb2 and compared with the committed file, so a
+    new pin or a message added to the generator's list cannot leave them stale."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "attledtools.vectors.esphome_messages"],
+                         cwd=root / "Tools", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    committed = (root / "Tests/BLEStackTests/ESPHomeAPIMessageVectors.swift").read_text()
+    assert out.stdout.count("\n        (") >= 40, "the generator wrote fewer messages than attled declares"
+    assert out.stdout == committed, (
+        "Tests/BLEStackTests/ESPHomeAPIMessageVectors.swift is stale: regenerate it with "
+        "`cd Tools && python -m attledtools.vectors.esphome_messages > ../Tests/BLEStackTests/ESPHomeAPIMessageVectors.swift`")
