@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 # Beside this file: found as sys.path[0], the script's own directory.
+from esphome_seeds import api_frames_seeds, api_message_seeds, api_noise_seeds
 from gatt_server_seeds import gatt_server_seeds
 from smp_seeds import smp_responder_seeds, smp_seeds
 
@@ -207,6 +208,13 @@ for s in smp_responder_seeds():
 # gatt-server: a client's requests written by hand as well (gatt_server_seeds.py).
 for s in gatt_server_seeds():
     seed("gatt-server", s)
+# The ESPHome API (attled proxy): messages and the vectors' Noise handshake (esphome_seeds.py).
+for s in api_frames_seeds():
+    seed("api-frames", s, limit=16384)
+for s in api_message_seeds():
+    seed("api-message", s)
+for s in api_noise_seeds():
+    seed("api-noise", s)
 
 for harness, files in sorted(seeds.items()):
     d = CORPUS / harness

@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 out="$here/.build"
 SWIFTC=${SWIFTC:-swiftc}
-HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp smp-responder gatt-server json ha-command)
+HARNESSES=(h4 hci-event adv l2cap att signalling btsnoop trace cli transport-spec smp smp-responder gatt-server json ha-command api-frames api-message api-noise)
 # Module, then the modules it imports, dependencies first: read from Package.swift
 # (Fuzz/modules.py), the closure of what Fuzz/Sources imports.
 modules() {
@@ -36,7 +36,7 @@ die() { echo "fuzz: $*" >&2; exit 1; }
 max_len() {
   case $1 in
     transport-spec) echo 256 ;; cli|trace|adv|smp|ha-command) echo 1024 ;; hci-event|signalling) echo 300 ;;
-    btsnoop) echo 16384 ;; *) echo 4096 ;;
+    btsnoop|api-frames) echo 16384 ;; *) echo 4096 ;;
   esac
 }
 

@@ -22,6 +22,9 @@ nonisolated(unsafe) let harnesses: [(name: String, run: ([UInt8]) -> Void)] = [
     ("gatt-server", fuzzGATTServer),
     ("json", fuzzJSON),
     ("ha-command", fuzzHACommand),
+    ("api-frames", fuzzAPIFrames),
+    ("api-message", fuzzAPIMessage),
+    ("api-noise", fuzzAPINoise),
 ]
 
 nonisolated(unsafe) var selectedHarness: (([UInt8]) -> Void)? = nil
