@@ -29,7 +29,16 @@ modules() {
     || die "cannot read the module graph (swift package dump-package | Fuzz/modules.py)"
   mapfile -t MODULES <<< "$list"
 }
-FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules" -I "$root/Sources/CBluetooth" -I "$root/Sources/CEpoll" -I "$root/Sources/CCrypto/include" -I "$root/Sources/CMosquitto" -I "$root/Sources/CMosquittoLoader/include")
+FLAGS=(-O -g -wmo -swift-version 6 -parse-as-library -sanitize=fuzzer,address -I "$out/modules")
+# The C targets (Sources/C*): each one's module map on the include path, and the
+# ones with C sources (the dlopen loaders: libmosquitto, libcrypto, libavahi-client)
+# compiled and linked in, so a C target added to the package needs nothing here.
+C_SOURCES=()
+for d in "$root"/Sources/C*/; do
+  d=${d%/}
+  if [ -d "$d/include" ]; then FLAGS+=(-I "$d/include"); else FLAGS+=(-I "$d"); fi
+  for c in "$d"/*.c; do [ -f "$c" ] && C_SOURCES+=("$c"); done
+done
 
 die() { echo "fuzz: $*" >&2; exit 1; }
 
@@ -88,20 +97,20 @@ cmd_build() {
     local n=${MODULES[$i]%% *}; libs+=("-l$n"); stamps+=("$out/modules/$n.stamp")
   done
   local key
-  key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "$root/Sources/CMosquittoLoader/loader.c" "$root/Sources/CCrypto/crypto.c" "${stamps[@]}"; } | sha256sum | cut -c1-16)
+  key=$( { printf '%s\n' "${FLAGS[@]}"; cat "$here"/Sources/*.swift "${C_SOURCES[@]}" "${stamps[@]}"; } | sha256sum | cut -c1-16)
   if ! [ -x "$out/attled-fuzz" ] || [ "$(cat "$out/attled-fuzz.stamp" 2>/dev/null)" != "$key" ]; then
     echo "  swiftc attled-fuzz (harnesses, link)"
-    # MQTT calls libmosquitto through CMosquittoLoader's trampolines (dlopen).
-    cc -c -O1 -fPIC -I "$root/Sources/CMosquittoLoader/include" "$root/Sources/CMosquittoLoader/loader.c" \
-      -o "$out/lib/mosquitto_loader.o" 2> "$out/logs/build-loader.log" \
-      || { cat "$out/logs/build-loader.log" >&2; die "building the libmosquitto loader failed"; }
-    # BLESMP's crypto: libcrypto.so.3 opened on first use (CCrypto).
-    cc -c -O1 -fPIC -I "$root/Sources/CCrypto/include" "$root/Sources/CCrypto/crypto.c" \
-      -o "$out/lib/crypto.o" 2> "$out/logs/build-crypto.log" \
-      || { cat "$out/logs/build-crypto.log" >&2; die "building the libcrypto loader failed"; }
+    local objs=() c
+    for c in "${C_SOURCES[@]}"; do
+      local t; t=$(basename "$(dirname "$c")")
+      local inc="$(dirname "$c")/include"
+      cc -c -O1 -fPIC -I "$inc" "$c" -o "$out/lib/$t.o" 2> "$out/logs/build-$t.log" \
+        || { cat "$out/logs/build-$t.log" >&2; die "building $t failed"; }
+      objs+=("$out/lib/$t.o")
+    done
     # From $out: swiftc leaves the executable's module files in the working directory.
     (cd "$out" && "$SWIFTC" "${FLAGS[@]}" -module-name AttledFuzz "$here"/Sources/*.swift -L "$out/lib" "${libs[@]}" \
-      "$out/lib/mosquitto_loader.o" "$out/lib/crypto.o" -ldl -lswiftSynchronization -o "$out/attled-fuzz.new") 2> "$out/logs/build-attled-fuzz.log" \
+      "${objs[@]}" -ldl -lswiftSynchronization -o "$out/attled-fuzz.new") 2> "$out/logs/build-attled-fuzz.log" \
       || { cat "$out/logs/build-attled-fuzz.log" >&2; die "building the harnesses failed"; }
     mv -f "$out/attled-fuzz.new" "$out/attled-fuzz"
     echo "$key" > "$out/attled-fuzz.stamp"
