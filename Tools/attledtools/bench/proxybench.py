@@ -455,7 +455,11 @@ def report(args: argparse.Namespace, results: dict[str, list[dict]], jobs: list[
         conn = statistics.median([r["connect_ms"] for r in rs]) if rs else float("nan")
         serv = statistics.median([r["services_ms"] for r in rs]) if rs else float("nan")
         wr[kind] = {**s, "world_p50": percentile(world, 50), "world_p99": percentile(world, 99),
-                    "connect_ms_median": conn, "services_ms_median": serv, "failed": failed, "runs": len(rs)}
+                    "connect_ms_median": conn, "services_ms_median": serv, "failed": failed, "runs": len(rs),
+                    "per_run": [{k: v for k, v in spread(r["write_ms"]).items() if k in ("p50", "p99", "max")}
+                                | {"world_max": max(r["world_write_ms"], default=float("nan")),
+                                   "slowest_at": r["write_ms"].index(max(r["write_ms"])) if r["write_ms"] else None}
+                                for r in rs]}
         print(f"{kind + ' proxy':22} {fmt(s['p50'], '7.3f')} {fmt(s['p90'], '7.3f')} {fmt(s['p99'], '7.3f')}"
               f" {fmt(s['max'], '7.2f')} {fmt(s['mean'], '7.3f')} {fmt(percentile(world, 50), '9.3f')}"
               f" {fmt(conn, '8.1f')} {fmt(serv, '8.1f')} {s['n']:>6} {failed:>6} {len(rs):>4}")
@@ -496,7 +500,9 @@ def report(args: argparse.Namespace, results: dict[str, list[dict]], jobs: list[
         cpu = [r["adverts"]["proxy_cpu_pct"] for r in rs if r["adverts"]["proxy_cpu_pct"] is not None]
         cpu_m = statistics.median(cpu) if cpu else None
         adv[kind] = {**s, "events_received": ev, "events_on_air": air, "reports": rep, "messages": msgs,
-                     "proxy_cpu_pct_median": cpu_m}
+                     "proxy_cpu_pct_median": cpu_m,
+                     "per_run": [{k: v for k, v in spread(r["adverts"]["_lat"]).items() if k in ("p50", "p99", "max")}
+                                 for r in rs]}
         print(f"{kind + ' proxy':22} {fmt(s['p50'], '7.2f')} {fmt(s['p90'], '7.2f')} {fmt(s['p99'], '7.2f')}"
               f" {fmt(s['max'], '7.2f')} {ev:>7} {air:>7} {rep:>7} {msgs:>6} {fmt(cpu_m, '11.2f')}")
     fig["advert_latency"] = adv
