@@ -83,8 +83,9 @@ release: deps
 	@ls -l .build/release/attled
 
 # attled against Bumble, side by side (see Tools/attledtools/bench/bench.py): one-shot runs, 1 vs 3
-# devices, the binary, and the MQTT gateway against a Bumble+paho reference
-# (Tools/attledtools/bench/gatewaybench.py; needs the mosquitto broker from APT_PACKAGES).
+# devices, the binary, the MQTT gateway against a Bumble+paho reference
+# (Tools/attledtools/bench/gatewaybench.py; needs the mosquitto broker from APT_PACKAGES),
+# and the Bluetooth proxy against a Bumble reference (Tools/attledtools/bench/proxybench.py).
 bench: setup release
 	@command -v /usr/bin/time >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }

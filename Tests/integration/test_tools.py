@@ -303,3 +303,35 @@ def test_harness_periodic_notifications(world):
     periodic = w.find({"event": "notify", "periodic": True})
     assert periodic[-1]["value"] == "03"
     w.wait_event({"event": "disconnected", "device": "Harness"})
+
+
+def test_stamped_advertisements(world):
+    """stamp=1: vworld's air writes each advertising event's sequence number and
+    CLOCK_MONOTONIC time into the stamp AD (the proxy bench's latency figure)."""
+    import time
+
+    from bumble import hci
+    from bumble.device import Device
+    from bumble.transport import open_transport
+
+    from attledtools.peers import advstamp
+
+    w = world(devices=["Tick:pycom:uuid=0,stamp=1,interval=20"])
+    assert w.device("Tick")["adv_data"] == "020106" + "0509" + b"Tick".hex() + advstamp.placeholder().hex()
+
+    async def scan() -> list[tuple[int, int, int]]:
+        heard: list[tuple[int, int, int]] = []
+        transport = await open_transport(w.bumble_transport())
+        device = Device.with_hci("scanner", hci.Address("F0:00:00:00:00:09"), transport.source, transport.sink)
+        device.host.on("advertising_report", lambda r: heard.append((*advstamp.read_stamp(bytes(r.data)), time.monotonic_ns())))
+        await device.power_on()
+        await device.start_scanning(active=False, filter_duplicates=False)
+        await asyncio.sleep(0.5)
+        await device.stop_scanning()
+        await transport.close()
+        return heard
+
+    heard = asyncio.run(asyncio.wait_for(scan(), 10))
+    seqs = sorted({seq for seq, _, _ in heard})
+    assert len(seqs) >= 10 and seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+    assert all(0 <= rx - ns < 1e9 for _, ns, rx in heard), heard[:5]

@@ -60,7 +60,17 @@ Then "gateway-air" (issue 18, gatewayair.py): the air-time model of a
 gateway command on a fresh and on an idle link, on Root Canal (round trips x
 the interval in effect + latency x interval); at most 100 ms for a pycom lamp.
 
---sections picks sections (default: all six); -n / --n the runs of each kind.
+Then "proxy" (issue 30, proxybench.py): `attled proxy` against a reference
+Bluetooth proxy written with Bumble's host and aioesphomeapi's messages
+(proxy_reference.py), each on its own virtual world, driven by aioesphomeapi's
+APIClient, -n runs each: a GATT write with response through the proxy
+(p50/p99 of 200 on one link, beside attled's own write), advertisement
+latency (air to client, stamped advertisements), the proxy's CPU at about
+1,000 advertising events a second, peak RSS, and the binary's size against
+the issue's 12 MB. Run it alone with
+`.venv/bin/python -m attledtools.bench.proxybench --attled .build/release/attled`.
+
+--sections picks sections (default: all seven); -n / --n the runs of each kind.
 """
 
 from __future__ import annotations
@@ -524,7 +534,13 @@ def gateway_air_section(args: argparse.Namespace, figures: dict) -> int:
     return gatewayair.run(args.attled, figures)
 
 
-SECTIONS = ("compare", "hci", "multi", "binary", "gateway", "gateway-air")
+def proxy_section(args: argparse.Namespace, figures: dict) -> int:
+    """attled proxy against the Bumble reference proxy (proxybench.py); returns failures."""
+    from attledtools.bench import proxybench
+    return proxybench.run(proxybench.section_args(args.attled, args.n), figures)
+
+
+SECTIONS = ("compare", "hci", "multi", "binary", "gateway", "gateway-air", "proxy")
 
 
 def main() -> int:
@@ -536,8 +552,9 @@ def main() -> int:
                     help="comma-separated: compare (attled cold/warm vs Bumble), hci (HCI commands sent and "
                          "on the critical path, per controller, attled vs Bumble), multi (1 vs 3 devices, per "
                          "controller), binary (size, start-up, parsers), gateway (MQTT gateway latency vs a "
-                         "Bumble+paho reference), gateway-air (a gateway command's air time on Root Canal); "
-                         "default: all")
+                         "Bumble+paho reference), gateway-air (a gateway command's air time on Root Canal), "
+                         "proxy (attled proxy vs a Bumble reference proxy: write round trip, advertisement "
+                         "latency, CPU under load, RSS, binary size); default: all")
     ap.add_argument("--gateway-n", type=int, default=300, help="gateway: commands per gateway (default 300)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
@@ -568,6 +585,8 @@ def main() -> int:
             failed += gateway_section(args, figures)
         if "gateway-air" in sections:
             failed += gateway_air_section(args, figures)
+        if "proxy" in sections:
+            failed += proxy_section(args, figures)
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=1))
         return 0 if not failed else 1

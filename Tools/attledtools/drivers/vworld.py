@@ -110,7 +110,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Virtual BLE world: Bumble host controllers + LED peripherals on one link.",
         epilog="Device options: interval=MS addr=C0:.. name_in=adv|shortened|none short=N\n"
-        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 flags=auto|0|1 init=R,G,B\n"
+        "conn_update=1 conn_update_delay=MS security_request=1 uuid=0 stamp=1 flags=auto|0|1 init=R,G,B\n"
         "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n"
         "secure=enc pairing=sc|legacy forget_bonds=N (see below)\n"
         "gattdb profile: seed=N last_ffff=1 (see attledtools.peers.gattdb)\n\n"
@@ -182,6 +182,8 @@ def parse_args(argv=None):
             build_advertising_data(opts)
     except ValueError as error:
         parser.error(str(error))
+    if (args.controller == "rootcanal" or args.peripheral_transport) and any(o.stamp for o in args.device_options):
+        parser.error("stamp=1: only on Bumble's air (vworld's own link stamps the advertisements)")
     return args
 
 

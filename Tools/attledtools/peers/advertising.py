@@ -6,6 +6,7 @@ import uuid as uuidlib
 
 from bumble.core import AdvertisingData
 
+from attledtools.peers import advstamp
 from attledtools.peers.options import PeripheralOptions
 from attledtools.peers.profiles import PROFILES
 
@@ -26,7 +27,8 @@ def uuid128_le(text: str) -> bytes:
 
 
 def build_advertising_data(opts: PeripheralOptions) -> bytes:
-    """Legacy advertising data: [Flags] + local name + 128-bit UUID list.
+    """Legacy advertising data: [Flags] + local name + 128-bit UUID list
+    [+ the stamp AD with stamp=1, last: advstamp.py].
 
     Flags are included only if everything fits in 31 bytes (flags=auto); with
     "CassarTech" and one 128-bit UUID it is 12 + 18 = 30 bytes, so no Flags.
@@ -39,6 +41,8 @@ def build_advertising_data(opts: PeripheralOptions) -> bytes:
     if opts.advertise_uuid and opts.profile in PROFILES:
         uuid = uuid128_le(PROFILES[opts.profile].service_uuid)
         body += _ad(AdvertisingData.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS, uuid)
+    if opts.stamp:
+        body += advstamp.placeholder()
     flags = _ad(AdvertisingData.FLAGS, bytes([ADV_FLAGS_VALUE]))
     if opts.flags == "1" or (opts.flags == "auto" and len(flags) + len(body) <= LEGACY_ADV_DATA_MAX):
         body = flags + body

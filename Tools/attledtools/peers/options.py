@@ -68,6 +68,7 @@ class PeripheralOptions:
     conn_update_delay_ms: float = 0.0
     security_request: bool = False
     advertise_uuid: bool = True
+    stamp: bool = False  # stamp=1: a stamp AD (sequence, send time) filled in by vworld's air (advstamp.py)
     flags: str = "auto"  # "auto" (only if they fit) | "1" (always, error if too long) | "0"
     init: tuple[int, int, int] = (0, 0, 0)
     notify_every_ms: float = 0.0  # harness: notify the button value every MS while subscribed
@@ -83,7 +84,7 @@ class PeripheralOptions:
 
     KEYS = (
         "interval", "adv_cycle", "adv_delay", "readv_delay", "faults_once", "addr", "name_in", "short", "conn_update", "conn_update_delay",
-        "security_request", "uuid", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash", "unsupported",
+        "security_request", "uuid", "stamp", "flags", "init", "notify_every", "conn_update_params", "mtu", "hash", "unsupported",
         "secure", "pairing", "forget_bonds",
         *(f"fault_{kind}" for kind in FAULT_KINDS),
     )
@@ -100,7 +101,8 @@ class PeripheralOptions:
         addr=C0:11:22:33:44:55 (static random;
         default derived from index), name_in=adv|shortened|none, short=N
         (shortened name length), conn_update=1, conn_update_delay=MS,
-        security_request=1, uuid=0, flags=auto|0|1, init=R,G,B,
+        security_request=1, uuid=0, stamp=1 (each advertisement carries its
+        sequence number and send time, see advstamp.py), flags=auto|0|1, init=R,G,B,
         notify_every=MS (harness: notify the button value periodically while
         a client is subscribed), conn_update_params=IMIN,IMAX,LATENCY,TIMEOUT
         (raw units: 1.25 ms, 1.25 ms, events, 10 ms; implies conn_update=1;
@@ -169,6 +171,8 @@ class PeripheralOptions:
                 opts.security_request = value not in ("0", "")
             elif key == "uuid":
                 opts.advertise_uuid = value not in ("0", "")
+            elif key == "stamp":
+                opts.stamp = value not in ("0", "")
             elif key == "flags":
                 if value not in ("auto", "0", "1"):
                     raise ValueError(f"flags must be auto|0|1, not {value!r}")
