@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -568,3 +569,46 @@ def test_message_vectors_are_what_the_pinned_aioesphomeapi_writes():
     assert out.stdout == committed, (
         "Tests/BLEStackTests/ESPHomeAPIMessageVectors.swift is stale: regenerate it with "
         "`cd Tools && python -m attledtools.vectors.esphome_messages > ../Tests/BLEStackTests/ESPHomeAPIMessageVectors.swift`")
+
+
+BLEAK_JOB = Path(__file__).resolve().parents[2] / "Tools" / "attledtools" / "drivers" / "bleak_through_proxy.py"
+
+
+@pytest.mark.controllers
+def test_a_plain_bleak_client_through_bleak_esphome_and_habluetooth(world, start_proxy, tmp_path):
+    """bleak through the proxy as Home Assistant 2025.4 wires it (bleak-esphome
+    2.12.0's connect_scanner registered with habluetooth 3.37.0's manager, bleak
+    0.22.3; Tools/requirements.txt), over Noise: a plain BleakScanner finds
+    Lamp1 by its name, a plain BleakClient connects, writes the red channel
+    with a response and reads it back; then a second round connects as Home
+    Assistant's integrations do, through bleak-retry-connector with the
+    services cache: a v3 connect with cache, no service discovery."""
+    w = world(devices=["Lamp1:pycom"])
+    keyfile = tmp_path / "key"
+    keyfile.write_text(KEY)
+    keyfile.chmod(0o600)
+    p, port = start_proxy(w, "--api-key-file", str(keyfile), "--trace")
+    red = PROFILES["pycom"].char("red").uuid
+    r = subprocess.run([sys.executable, str(BLEAK_JOB), "--port", str(port), "--key", KEY, "--name", "Lamp1",
+                        "--char", red, "--write", "2a", "2b", "--debug"], capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr[-20000:] + p.stderr[-5000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ok"] and out["read"] == "2a", out
+    assert out["address"] == w.device("Lamp1")["address"].upper() and out["name"] == "Lamp1", out
+    assert out["connectable"] and out["source"] == out["proxy"]["bluetooth_mac"], out
+    first, second = out["rounds"]
+    assert first["how"] == "BleakClient" and second["how"] == "establish_connection", out
+    for rnd, value in ((first, "2a"), (second, "2b")):
+        assert rnd["connected"] and rnd["read"] == value and rnd["disconnected"] and rnd["disconnected_callback"], out
+        assert uuidlib.UUID(PROFILES["pycom"].service_uuid) in {uuidlib.UUID(s) for s in rnd["services"]}, out
+        assert "write" in rnd["properties"] and "read" in rnd["properties"], out
+    w.wait_event({"event": "write", "device": "Lamp1", "char": "red", "value": "2a"})
+    w.wait_event({"event": "write", "device": "Lamp1", "char": "red", "value": "2b"})
+    w.wait_events({"event": "disconnected", "device": "Lamp1"}, 2)
+    # What bleak-esphome asked of the proxy (--trace): a v3 connect without cache (5), a
+    # disconnect (1), a v3 connect with cache (4), a disconnect; the services only once.
+    trace = [line for line in p.stderr.splitlines() if ">> Bluetooth" in line]
+    requests = [int(m.group(1)) for line in trace if "BluetoothDeviceRequest (68)" in line
+                for m in [re.search(r"request_type=(\d+)", line)] if m]
+    assert requests == [5, 1, 4, 1], trace
+    assert sum("BluetoothGATTGetServicesRequest" in line for line in trace) == 1, trace
