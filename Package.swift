@@ -15,7 +15,13 @@ let environment = ProcessInfo.processInfo.environment
 let fullyStatic = environment["ATTLED_FULLY_STATIC"] != nil
 let withGateway = environment["ATTLED_NO_MQTT"] == nil && !fullyStatic
 
-let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+// Swift 6 language mode everywhere. The stack's targets also leave out the
+// implicit import of _StringProcessing: one use of its string search links the
+// whole regex engine in (1.1 MB of a 12 MB binary); BLEWire's TextSearch.swift
+// has the searches attled needs. (Unsafe flags: depend on attled by path or
+// branch, as README's library section does.)
+let language: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+let strict: [SwiftSetting] = language + [.unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"])]
 
 let package = Package(
     name: "attled",
@@ -91,7 +97,7 @@ let package = Package(
         .testTarget(name: "BLEStackTests",
                     dependencies: ["BLEWire", "AttledJSON", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "Attled", "AttledLED", "AttledCLI", "BLESMP", "MQTT", "AttledHomeAssistant", "AttledGateway", "BLEGATTServer", "AttledServe", "ESPHomeAPI", "AttledProxy"],
                     exclude: ["Golden"], // read through #filePath by GoldenTraceTests
-                    swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
+                    swiftSettings: language + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
         // libcrypto (AES-128, AES-CMAC, P-256; X25519, ChaCha20-Poly1305, SHA-256, HMAC for Noise; OpenSSL 3, headers from Debian's libssl-dev):
         // libcrypto.so.3 opened on first use, or libcrypto.a linked in the fully static build.
         .target(name: "CCrypto",

@@ -86,7 +86,7 @@ public struct BondStore: Sendable {
     /// Every bond made as `role` in the store, in file name order; damaged files are skipped.
     public func all(role: BondRole = .central) -> [Bond] {
         let prefix = role == .central ? "bond-" : "client-"
-        let names = SystemIO.directoryEntries(directory).filter { $0.hasPrefix(prefix) && !$0.contains(".tmp") }  // not local-irk
+        let names = SystemIO.directoryEntries(directory).filter { $0.hasPrefix(prefix) && !$0.includes(".tmp") }  // not local-irk
         return names.sorted().compactMap { load(path: directory + "/" + $0) }.filter { $0.role == role }
     }
 

@@ -115,7 +115,7 @@ enum OptionValue {
     /// HOST:PORT, [V6]:PORT, HOST (the default port) or :PORT (every interface).
     static func hostPort(_ flag: String, _ v: String, defaultPort: Int) throws -> (host: String, port: Int) {
         var host = v, port = defaultPort
-        if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.contains("]:"), v.filter({ $0 == ":" }).count == 1 || v.contains("]:") {
+        if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.includes("]:"), v.filter({ $0 == ":" }).count == 1 || v.includes("]:") {
             guard let p = Int(v[v.index(after: c)...]), (0...65535).contains(p) else { throw UsageError("\(flag): '\(v)' is not HOST:PORT") }
             host = String(v[..<c]); port = p
         }
@@ -125,7 +125,7 @@ enum OptionValue {
 
     static func broker(_ v: String) throws -> (host: String, port: Int) {
         var host = v, port = 1883
-        if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.contains("]:") {
+        if let c = v.lastIndex(of: ":"), !v.hasPrefix("[") || v.includes("]:") {
             guard let p = Int(v[v.index(after: c)...]), (1...65535).contains(p) else { throw UsageError("--mqtt: '\(v)' is not HOST[:PORT]") }
             host = String(v[..<c]); port = p
         }

@@ -78,7 +78,7 @@ extension AdvertisingData {
             }
         }
         let shown = structures.compactMap(\.problem)
-        for p in problems where !shown.contains(where: { p.contains($0) }) {
+        for p in problems where !shown.contains(where: { p.includes($0) }) {
             f.append("malformed advertising data: \(p)")
         }
         return f
