@@ -58,6 +58,7 @@ for arch in amd64 arm64; do
     readelf -lW "$CHROOT/pkg/attled-$arch" | grep -q GNU_RELRO || die "the $arch binary has no GNU_RELRO segment (-z relro did not take)"
 done
 cp "$ROOT/Tools/attled-gateway.service" "$CHROOT/pkg/attled-gateway.service"
+cp "$ROOT/Tools/attled-proxy.service" "$CHROOT/pkg/attled-proxy.service"
 
 mkdir -p "$OUT"
 for arch in amd64 arm64; do
@@ -70,6 +71,12 @@ for arch in amd64 arm64; do
             -e 's|^Environment=ATTLED_ARGS=.*|Environment=ATTLED_ARGS=\"-i hci0 --mqtt 127.0.0.1:1883\"\nEnvironmentFile=-/etc/default/attled-gateway|' \
             /pkg/attled-gateway.service > \$p/usr/lib/systemd/system/attled-gateway.service
         chmod 0644 \$p/usr/lib/systemd/system/attled-gateway.service
+        # The proxy's unit as it is (its arguments in a drop-in, its key in /etc/attled/api-key).
+        sed -e 's|/usr/local/bin/attled|/usr/bin/attled|' -e 's|file:///usr/local/share/doc/attled/README.md|man:attled(1)|' \
+            -e 's|^#   install -m 0755 .*|#   apt install ./attled_VERSION_ARCH.deb (this unit comes with it)|' \
+            -e '/^#   install -m 0644 Tools\/attled-proxy.service/d' \
+            /pkg/attled-proxy.service > \$p/usr/lib/systemd/system/attled-proxy.service
+        chmod 0644 \$p/usr/lib/systemd/system/attled-proxy.service
         printf '%s\n' '# Arguments of attled gateway (attled(1)): the adapter, the broker, the lamps.' \
             '# The password belongs in a credential file (see the unit), never here.' \
             'ATTLED_ARGS=\"-i hci0 --mqtt 127.0.0.1:1883\"' > \$p/etc/default/attled-gateway
@@ -96,7 +103,7 @@ for arch in amd64 arm64; do
             case \"\$deps\" in *\"\$3 \"*|*\"\$3,\"*|*\"\$3\") ;; *) deps=\"\$deps, \$dep\" ;; esac
         done
         size=\$(du -sk --exclude=DEBIAN \$p | cut -f1)
-        printf 'Package: attled\nVersion: %s\nArchitecture: %s\nMaintainer: $MAINTAINER\nInstalled-Size: %s\nDepends: %s\nSection: net\nPriority: optional\nHomepage: https://example.invalid/attled\nDescription: Bluetooth LE host stack and LED lamp tool over HCI\n attled drives a Bluetooth LE controller directly over HCI (no bluetoothd)\n to find, set and read LED lamps, and bridges them to MQTT and Home\n Assistant (attled gateway, with a hardened systemd unit).\n' \
+        printf 'Package: attled\nVersion: %s\nArchitecture: %s\nMaintainer: $MAINTAINER\nInstalled-Size: %s\nDepends: %s\nRecommends: avahi-daemon, libavahi-client3\nSection: net\nPriority: optional\nHomepage: https://example.invalid/attled\nDescription: Bluetooth LE host stack and LED lamp tool over HCI\n attled drives a Bluetooth LE controller directly over HCI (no bluetoothd)\n to find, set and read LED lamps, and bridges them to MQTT and Home\n Assistant (attled gateway), and makes the box a Home Assistant Bluetooth\n proxy over the ESPHome native API (attled proxy); hardened systemd units.\n' \
             '$VERSION' $arch \$size \"\$deps\" > \$p/DEBIAN/control
         fakeroot dpkg-deb --build --root-owner-group \$p /pkg/attled_${VERSION}_${arch}.deb > /dev/null
         echo \"Depends: \$deps\"
@@ -114,7 +121,9 @@ for arch in amd64 arm64; do
         # is a dependency, and the library is there.
         dpkg-deb -f /pkg/attled_${VERSION}_${arch}.deb Depends | grep -q 'libssl3t64 (>='
         test -e /usr/lib/\$(dpkg-architecture -a$arch -qDEB_HOST_MULTIARCH 2>/dev/null)/libcrypto.so.3
-        systemd-analyze verify /usr/lib/systemd/system/attled-gateway.service
+        systemd-analyze verify /usr/lib/systemd/system/attled-gateway.service /usr/lib/systemd/system/attled-proxy.service
+        grep -q '^ExecStart=/usr/bin/attled proxy ' /usr/lib/systemd/system/attled-proxy.service
+        dpkg-deb -f /pkg/attled_${VERSION}_${arch}.deb Recommends | grep -q libavahi-client3
         test -f /etc/default/attled-gateway
         dpkg -r attled > /dev/null; ! command -v attled > /dev/null; dpkg --purge attled > /dev/null; ! test -e /etc/default/attled-gateway" \
         || die "the $arch package did not install, run and remove cleanly"
