@@ -175,6 +175,10 @@ public struct NoiseResponder {
         let reply: (message: [UInt8], send: NoiseCipherState, receive: NoiseCipherState)
         do throws(NoiseError) {
             reply = try noise.writeSecondMessage()
+        } catch .invalidPublicKey {
+            // The client's `e` is a low-order point (ee would be all zeros): its
+            // fault, answered as ESPHome answers a bad handshake.
+            return fail(.handshakeError(.invalidPublicKey))
         } catch {
             return fail(.localFailure(error))
         }

@@ -190,6 +190,25 @@ struct ESPHomeAPINoiseTests {
         }
     }
 
+    @Test("a client whose ephemeral key is a low-order point, with the right key's tag: \"Handshake error\"")
+    func lowOrderEphemeral() throws {
+        // What a client with our PSK would send for e = 0 (X25519 of it is all zeros):
+        // -> psk, e with an empty payload, its tag made with the right key, after the empty hello.
+        var s = try NoiseSymmetricState(protocolName: NoiseNNpsk0Responder.protocolName)
+        try s.mixHash(NoiseResponder.prologuePrefix + [0, 0])
+        try s.mixKeyAndHash(try NoisePSK(base64: NoiseVector.psk).bytes)
+        let e = [UInt8](repeating: 0, count: 32)
+        try s.mixHash(e)
+        try s.mixKey(e)
+        let body = [0x00] + e + (try s.encryptAndHash([]))
+        var r = try responder()
+        let (sent, transport, failure) = outcome(r.receive(hex("01 00 00") + [0x01, 0x00, UInt8(body.count)] + body))
+        #expect(sent == [NoiseVector.serverHello, reject("Handshake error")])
+        #expect(transport == nil)
+        #expect(failure == .handshakeError(.invalidPublicKey))
+        #expect(r.phase == .failed)
+    }
+
     @Test("a longer client hello goes into the prologue: the client's tag no longer matches")
     func prologueBindsHello() throws {
         var r = try responder()
