@@ -316,7 +316,9 @@ asyncio.run(main())
         killed = time.monotonic()
         holder.send_signal(signal.SIGKILL)
         ev = w.wait_event({"event": "disconnected", "device": "Lamp1"}, since=mark, timeout=5)
-        assert time.monotonic() - killed < 1.5, ev
+        elapsed = time.monotonic() - killed
+        print(f"links dropped {elapsed * 1000:.0f} ms after the kill")
+        assert elapsed < 1.0, ev
     finally:
         holder.kill()
         holder.wait()
