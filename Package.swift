@@ -75,7 +75,11 @@ let package = Package(
                 dependencies: ["Attled", "AttledLED", "AttledJSON", "BLEWire", "BLETransport", "BLEHCI", "BLEGAP", "BLEL2CAP", "BLEATT", "BLEGATT", "BLETrace", "LEDProfile", "BLESMP", "BLEGATTServer", "AttledServe", "AttledProxy"]
                     + (withGateway ? ["MQTT", "AttledGateway"] : []),
                 swiftSettings: strict + (withGateway ? [.define("ATTLED_GATEWAY")] : [])),
-        .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict),
+        // --static-swift-stdlib links with -export-dynamic, which puts every Swift symbol in
+        // the dynamic symbol table (1 MB of the binary, and pages the loader touches);
+        // nothing resolves attled's symbols at run time, so they stay local.
+        .executableTarget(name: "attled", dependencies: ["AttledCLI"], swiftSettings: strict,
+                          linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"])]),
         // Parser throughput micro-benchmark (make bench).
         .executableTarget(name: "attled-bench", dependencies: ["BLEWire", "BLEHCI", "BLEGAP", "BLEATT"], swiftSettings: strict),
         // libmosquitto from Debian's libmosquitto-dev. Shared library only: a
