@@ -80,6 +80,9 @@ enum ProxyRun {
         let keeper = DeviceKeeper(stack: stack, policy: p, reopen: { [unowned s] in try s.reopenStack() }, close: { [unowned s] _ in s.closeStack() })
         let proxy = try make(config, keeper: keeper, s)
         defer { proxy.stop() }
+        // The controller lost and reopened (a replugged dongle, a transport
+        // closed): said, as the gateway says it (with --proxy the gateway's keeper logs).
+        keeper.log = { CLIConsole.err("proxy: " + $0) }
         do {
             try keeper.run()
         } catch HCIError.interrupted(let sig) {

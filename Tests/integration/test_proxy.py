@@ -614,3 +614,32 @@ def test_a_plain_bleak_client_through_bleak_esphome_and_habluetooth(world, start
                 for m in [re.search(r"request_type=(\d+)", line)] if m]
     assert requests == [5, 1, 4, 1], trace
     assert sum("BluetoothGATTGetServicesRequest" in line for line in trace) == 1, trace
+
+
+def test_a_lost_controller_is_said_reopened_and_the_client_told_its_link_dropped(world, start_proxy):
+    """The controller's transport closes (a replugged dongle; vworld closes the host
+    socket and resets its controller): the proxy says so, tells the API client its
+    link went down, opens the controller again, and the client connects again."""
+    from helpers import inject
+    w = world(devices=["Lamp1:pycom"], extra_args=["--stdin-commands", "--reset-on-host-close"])
+    p, port = start_proxy(w)
+    address = api_address(w.device("Lamp1")["address"])
+
+    async def session():
+        cli = await client(port)
+        info = await cli.device_info()
+        states: asyncio.Queue = asyncio.Queue()
+        await cli.bluetooth_device_connect(address, lambda c, m, e: states.put_nowait((c, e)), timeout=15,
+                                           feature_flags=info.bluetooth_proxy_feature_flags, has_cache=False, address_type=1)
+        assert await asyncio.wait_for(states.get(), 15) == (True, 0)
+        lines = p.mark()
+        inject(w, "close")
+        connected, error = await asyncio.wait_for(states.get(), 10)
+        assert not connected and error != 0, (connected, error)
+        await asyncio.to_thread(p.wait_line, "the controller closed the connection", since=lines, timeout=10)
+        await asyncio.to_thread(p.wait_line, "initialised again", since=lines, timeout=15)
+        again = await connect(cli, address, 1)
+        assert again[0] and again[2] == 0, again
+        await cli.disconnect()
+
+    run(session(), timeout=60)
