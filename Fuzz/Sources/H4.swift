@@ -34,17 +34,7 @@ func frame(_ pieces: [ArraySlice<UInt8>]) -> FramerRun {
 func fuzzH4(_ data: [UInt8]) {
     let whole = frame([data[...]])
     let bytewise = frame(data.indices.map { data[$0..<$0 + 1] })
-    var rng = SplitMix(seed: data)
-    var pieces: [ArraySlice<UInt8>] = []
-    var i = 0
-    while i < data.count {
-        // Mostly short reads, now and then a long one, as sockets deliver.
-        let n = 1 + (rng.below(4) == 0 ? rng.below(512) : rng.below(8))
-        let j = min(data.count, i + n)
-        pieces.append(data[i..<j])
-        i = j
-    }
-    let chunked = frame(pieces)
+    let chunked = frame(socketPieces(data))
 
     // Re-serialised output is exactly the consumed prefix of the stream.
     var out: [UInt8] = []

@@ -27,16 +27,4 @@ extension StringProtocol {
     public func includes(_ needle: some StringProtocol) -> Bool {
         firstRange(ofText: needle) != nil
     }
-
-    /// The pieces between occurrences of `separator` (empty pieces kept).
-    public func pieces(separatedBy separator: some StringProtocol) -> [SubSequence] {
-        var out: [SubSequence] = []
-        var rest = self[...]
-        while let r = rest.firstRange(ofText: separator), !r.isEmpty {
-            out.append(self[rest.startIndex..<r.lowerBound])
-            rest = self[r.upperBound...]
-        }
-        out.append(rest)
-        return out
-    }
 }

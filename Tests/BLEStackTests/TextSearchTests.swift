@@ -24,12 +24,4 @@ struct TextSearchTests {
         let r2 = try #require(sub.firstRange(ofText: "ab"))
         #expect(s[r2.lowerBound...] == "ab")
     }
-
-    @Test("pieces keep empty ones, as the separator is consumed", arguments: [
-        ("a, b, c", ", ", ["a", "b", "c"]), ("a, , b", ", ", ["a", "", "b"]), (", a", ", ", ["", "a"]),
-        ("abc", "::", ["abc"]), ("", "::", [""]), ("a::", "::", ["a", ""]),
-    ])
-    func pieces(_ text: String, _ separator: String, _ expected: [String]) {
-        #expect(text.pieces(separatedBy: separator).map(String.init) == expected)
-    }
 }

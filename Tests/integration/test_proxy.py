@@ -30,6 +30,7 @@ from aioesphomeapi.core import InvalidEncryptionKeyAPIError, RequiresEncryptionA
 
 from attledtools.peers.profiles import PROFILES
 from conftest import Running, run_attled
+from helpers import inject
 
 KEY = "3xDn0hHLU2TS5tnC7nO0MdCsbqZkB3ZKQ/mSvD6nWqA="  # 32 bytes, base64, as ESPHome's api: encryption: key
 
@@ -620,7 +621,6 @@ def test_a_lost_controller_is_said_reopened_and_the_client_told_its_link_dropped
     """The controller's transport closes (a replugged dongle; vworld closes the host
     socket and resets its controller): the proxy says so, tells the API client its
     link went down, opens the controller again, and the client connects again."""
-    from helpers import inject
     w = world(devices=["Lamp1:pycom"], extra_args=["--stdin-commands", "--reset-on-host-close"])
     p, port = start_proxy(w)
     address = api_address(w.device("Lamp1")["address"])

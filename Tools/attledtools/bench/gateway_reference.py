@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import signal
 import socket
 import sys
 import threading
@@ -45,24 +43,15 @@ from bumble.core import UUID, AdvertisingData
 from bumble.device import Device, Peer
 from bumble.transport import open_transport
 
+from attledtools.bench import refproc
+from attledtools.bench.refproc import say
 from attledtools.halight import CommandRefused, Light, parse_command
 from attledtools.peers.profiles import PROFILES
 
 
-def say(**event) -> None:
-    print(json.dumps(event), flush=True)
-
-
 async def run(args) -> int:
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    if args.exit_on_stdin_eof:
-        def watch_stdin() -> None:
-            sys.stdin.read()
-            loop.call_soon_threadsafe(stop.set)
-        threading.Thread(target=watch_stdin, daemon=True).start()
+    stop = refproc.stop_event(args.exit_on_stdin_eof)
 
     transport = await open_transport(args.transport)
     device = Device.with_hci("gateway-reference", hci.Address("F0:00:00:00:00:02"), transport.source, transport.sink)
@@ -164,13 +153,7 @@ def main() -> int:
     ap.add_argument("--mqtt", default="127.0.0.1:1883", help="broker HOST:PORT")
     ap.add_argument("--prefix", default="ref", help="topic prefix (default ref)")
     ap.add_argument("--timeout", type=float, default=15.0, help="deadline for scan, connect and subscribe")
-    ap.add_argument("--exit-on-stdin-eof", action="store_true")
-    args = ap.parse_args()
-    try:
-        return asyncio.run(run(args))
-    except Exception as error:  # noqa: BLE001
-        say(event="error", error=f"{type(error).__name__}: {error}")
-        return 1
+    return refproc.main(run, ap)
 
 
 if __name__ == "__main__":

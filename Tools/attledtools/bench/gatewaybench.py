@@ -51,12 +51,12 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
-from attledtools import REPO_ROOT, module_command
+from attledtools import module_command
+from attledtools.bench import section
 from attledtools.drivers.mqttbroker import MOSQUITTO, Broker
 from attledtools.drivers.worldproc import WorldProcess, free_port
 from attledtools.drivers.attledproc import AttledProcess
 
-ROOT = REPO_ROOT
 TARGET_P50_MS, TARGET_P99_MS = 3.0, 10.0
 
 
@@ -372,19 +372,7 @@ def section_args(attled: str, n: int = 300) -> argparse.Namespace:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--attled", default=str(ROOT / ".build/release/attled"))
-    ap.add_argument("--json", help="also write the figures here")
-    add_arguments(ap)
-    args = ap.parse_args()
-    if not os.path.exists(args.attled):
-        ap.error(f"no attled binary at {args.attled} (make release, or --attled .build/debug/attled)")
-    figures: dict = {}
-    failed = run(args, figures)
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1))
-    return 0 if not failed else 1
-
+    return section.main(__doc__, add_arguments, run, "make release, or --attled .build/debug/attled")
 
 if __name__ == "__main__":
     sys.exit(main())

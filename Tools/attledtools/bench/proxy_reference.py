@@ -38,12 +38,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 
 from aioesphomeapi import api_pb2 as pb
@@ -54,16 +51,15 @@ from bumble.core import ProtocolError
 from bumble.device import Device, Peer
 from bumble.transport import open_transport
 
+from attledtools.bench import refproc
+from attledtools.bench.refproc import say
+
 TYPE_OF = {cls: t for t, cls in MESSAGE_TYPE_TO_PROTO.items()}
 FEATURES = 1 | 2 | 4 | 32  # passive scan, active connections, remote caching, raw advertisements
 BATCH_SIZE, BATCH_MS = 16, 20  # as attled: ProxyConfig.batchSize, batchMs
 MAX_CONNECTIONS = 3
 GENERIC_GATT_ERROR = 0x85  # ESP-IDF's ESP_GATT_ERROR, when there is no ATT error code
 OWN_ADDRESS = "F0:00:00:00:00:03"  # static random
-
-
-def say(**event) -> None:
-    print(json.dumps(event), flush=True)
 
 
 def varint(n: int) -> bytes:
@@ -362,15 +358,7 @@ class Proxy:
 
 
 async def run(args) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    if args.exit_on_stdin_eof:
-        def watch_stdin() -> None:
-            sys.stdin.read()
-            loop.call_soon_threadsafe(stop.set)
-        threading.Thread(target=watch_stdin, daemon=True).start()
+    stop = refproc.stop_event(args.exit_on_stdin_eof)
 
     transport = await open_transport(args.transport)
     device = Device.with_hci("proxy-reference", hci.Address(OWN_ADDRESS), transport.source, transport.sink)
@@ -393,13 +381,7 @@ def main() -> int:
     ap.add_argument("--transport", required=True, help="Bumble transport, e.g. tcp-client:127.0.0.1:PORT")
     ap.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the API (port 0: any free one)")
     ap.add_argument("--name", default="proxy-reference", help="the node's name")
-    ap.add_argument("--exit-on-stdin-eof", action="store_true")
-    args = ap.parse_args()
-    try:
-        return asyncio.run(run(args))
-    except Exception as error:  # noqa: BLE001
-        say(event="error", error=f"{type(error).__name__}: {error}")
-        return 1
+    return refproc.main(run, ap)
 
 
 if __name__ == "__main__":

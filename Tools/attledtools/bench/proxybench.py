@@ -76,14 +76,14 @@ from pathlib import Path
 
 from aioesphomeapi import APIClient, BluetoothProxyFeature
 
-from attledtools import REPO_ROOT, module_command
+from attledtools import module_command
+from attledtools.bench import section
 from attledtools.bench.hcipath import read_btsnoop
 from attledtools.drivers.attledproc import AttledProcess
 from attledtools.drivers.worldproc import WorldProcess
 from attledtools.peers import advstamp
 from attledtools.peers.profiles import PROFILES
 
-ROOT = REPO_ROOT
 BINARY_LIMIT_BYTES = 12_000_000  # issue 30: the binary under 12 MB
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 KINDS = ("attled", "reference")
@@ -573,19 +573,7 @@ def section_args(attled: str, n: int) -> argparse.Namespace:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--attled", default=str(ROOT / ".build/release/attled"))
-    ap.add_argument("--json", help="also write the figures here")
-    add_arguments(ap)
-    args = ap.parse_args()
-    if not os.path.exists(args.attled):
-        ap.error(f"no attled binary at {args.attled} (make release)")
-    figures: dict = {}
-    failed = run(args, figures)
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1))
-    return 0 if not failed else 1
-
+    return section.main(__doc__, add_arguments, run, "make release")
 
 if __name__ == "__main__":
     sys.exit(main())
