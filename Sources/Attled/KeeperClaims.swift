@@ -50,6 +50,14 @@ extension DeviceKeeper {
         return dev
     }
 
+    /// Judges a report by the owners' `wants` again, as if its data had
+    /// changed: for an owner whose answer changes with time (a gateway
+    /// sharing lamps with others claims one only when its turn comes).
+    public func consider(_ d: DiscoveredDevice) {
+        guard devices[d.address.address] == nil else { return }
+        heard(d)
+    }
+
     /// Forgets a device that has no link (an address that did not answer):
     /// a report from it is judged by the owners' `wants` again.
     public func forget(_ device: KeptDevice) {

@@ -55,6 +55,16 @@ enum GatewayRun {
         }
     }
 
+    /// `--status`: the broker's view of the gateways and lamps, on stdout.
+    static func status(_ c: GatewayConfig, _ s: Session) throws {
+        do {
+            let view = try GatewayStatus.read(c, loop: s.loop)
+            Console.out(GatewayStatus.text(view))
+        } catch let e as GatewayError {
+            throw RunError(message(e), .failure)
+        }
+    }
+
     /// Runs until SIGINT/SIGTERM; a clean stop is the run's success. With
     /// `proxy`, the gateway is a Bluetooth proxy too, on the same keeper:
     /// the lamps and the proxy's clients share the controller's links.

@@ -113,6 +113,8 @@ public struct GatewayOptions: Sendable {
     public var maxLinks: Int? = nil
     /// Reconnect kept devices by scanning, not from the Filter Accept List (gateway, ui).
     public var noAcceptList = false
+    /// `--status`: print who holds which lamp (from the broker) and exit.
+    public var status = false
     public init() {}
 }
 

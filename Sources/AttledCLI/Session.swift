@@ -91,8 +91,14 @@ final class Session {
             // Its database read and checked before the controller is opened.
             let serveConfig = opts.command == .serve ? try ServeRun.config(opts) : nil
             let proxyConfig = opts.command == .proxy ? try ProxyRun.config(opts) : nil
-            try open()
-            switch opts.command {
+            #if ATTLED_GATEWAY
+            let statusOnly = opts.command == .gateway && opts.gateway.status
+            if statusOnly, let c = gatewayConfig { try GatewayRun.status(c, self) }
+            #else
+            let statusOnly = false
+            #endif
+            if !statusOnly { try open() }
+            switch statusOnly ? .help : opts.command {
             #if ATTLED_GATEWAY
             case .gateway:
                 if let c = gatewayConfig {

@@ -36,6 +36,32 @@ public final class Gateway {
     /// The lamps, by address (each with its keeper device).
     var lamps: [BDAddress: GatewayLamp] = [:]
 
+    // Several gateways on one broker (GatewaySharing.swift).
+    /// What this gateway knows of the others and of the lamps' holders.
+    let shared: SharedView
+    /// What this gateway hears of each lamp, by node id.
+    var hearing: [String: OwnHearing] = [:]
+    /// Commands no holder has confirmed yet, by node id.
+    var pending: [String: PendingCommand] = [:]
+    /// The `heard` messages' count.
+    var beat = 0
+    var heartbeatTimer: EventLoop.Token?
+    var decideTimer: EventLoop.Token?
+    var heardSoon: EventLoop.Token?
+    var fenceTimer: EventLoop.Token?
+    /// Since when the broker has been away (nil: connected).
+    var brokerDownSince: Instant?
+    /// Away from the broker for longer than `fenceAfterMs`: holds nothing.
+    var fenced = false
+    /// Decisions wait until then after connecting to the broker.
+    var settledAt: Instant?
+    var centralHook: (stack: ObjectIdentifier, token: Central.Subscription)?
+    var sharedCounters = SharingCounters()
+    /// systemd's notification socket (nil outside systemd): ready, the
+    /// watchdog's keep-alive from the loop (a hung loop stops it, and
+    /// systemd kills and restarts the gateway), stopping.
+    let systemd = SystemdNotify()
+
     /// - Parameters:
     ///   - config: broker, topics, lamps, policies.
     ///   - stack: an initialised stack (its loop is the gateway's).
@@ -52,12 +78,17 @@ public final class Gateway {
         let r = LEDResolver(cache: cache, explicitProfile: nil, trustCache: false)
         if let bonds { r.identity = { a in bonds.bond(for: a)?.identity ?? a } }
         resolver = r
+        shared = SharedView(me: topics.gatewayID, policy: config.sharing)
         keeper = DeviceKeeper(stack: stack, policy: config.keeper, reopen: reopen, close: close)
         owner = keeper.owner("lamps")
         // Kept links: the short interval for set-up and writes, the idle one
         // after `idleAfterMs` without commands (PROTOCOL.md, "Connection parameters").
         let claim = Claim(.keep, parameters: .oneShot, idle: Claim.Idle(afterMs: Self.idleAfterMs, parameters: .idle))
-        owner.wants = { [config] d in config.wants(d) ? claim : nil }
+        // A lamp is adopted when the holder rule picks this gateway (GatewaySharing.swift).
+        owner.wants = { [weak self, config] d in
+            guard config.wants(d), let self, self.mayConnect(d) else { return nil }
+            return claim
+        }
         owner.hasWork = { [weak self] d in self?.lamps[d.address.address]?.hasWork ?? false }
         keeper.log = { [weak self] line in self?.log("gateway: " + line) }
         if config.verbose { keeper.trace = { [weak self] line in self?.log("gateway: " + line) } }
@@ -77,6 +108,10 @@ public final class Gateway {
         loop.watchSignals(hangup: true)
         loop.onHangup = { [weak self] in self?.hangup() }
         try startMQTT()
+        hookCentral()
+        startSharing()
+        systemd?.ready("gateway \(topics.gatewayID) started")
+        if let ms = systemd?.watchdogIntervalMs { keepWatchdog(everyMs: ms) }
         log("gateway: started on \(keeper.stack?.transport.name ?? "?"), broker \(config.brokerHost):\(config.brokerPort), topics \(topics.topicPrefix)/…, discovery \(topics.discoveryPrefix)/…")
         do {
             try keeper.run()
@@ -85,20 +120,38 @@ public final class Gateway {
         }
     }
 
+    /// `WATCHDOG=1` from the loop every `ms`: sent while the loop turns.
+    func keepWatchdog(everyMs ms: Int) {
+        systemd?.alive()
+        _ = loop.schedule(afterMs: ms) { [weak self] in
+            guard let self, !self.keeper.stopping else { return }
+            self.keepWatchdog(everyMs: ms)
+        }
+    }
+
     func keeperEvent(_ e: DeviceKeeper.Event) {
         switch e {
         case let .linkUp(d, link): lampUp(lamp(for: d), link)
-        case let .linkDown(d, _, planned): lampDown(lamp(for: d), planned: planned)
+        case let .linkDown(d, _, planned): lampDown(lamp(for: d), planned: planned); publishHeardSoon()
         case let .becameOnDemand(d, _): announceOnDemand(lamp(for: d))
         case .controllerLost:
             // The broker is still served while there is no controller.
             if let c = mqtt, c.state == .disconnected, mqttRetry == nil { scheduleBrokerRetry() }
-        case .controllerBack, .waitingFromAcceptList, .connectFailed, .notAtRememberedAddress, .scanFailed, .stateChanged: break
+        case .controllerBack: hookCentral()
+        case let .connectFailed(d, _): connectFailed(d)
+        case .waitingFromAcceptList, .notAtRememberedAddress, .scanFailed, .stateChanged: break
         }
     }
 
+    /// The lamp is this gateway's now: adopted by its keeper (a link, or on demand).
+    func owns(_ l: GatewayLamp) -> Bool { keeper.devices[l.device.address.address] === l.device }
+
     func lamp(for d: KeptDevice) -> GatewayLamp {
-        if let l = lamps[d.address.address] { return l }
+        if let l = lamps[d.address.address] {
+            // Adopted again after it was released: the same lamp, a new claim.
+            if l.device !== d { l.device = d }
+            return l
+        }
         let l = GatewayLamp(d)
         lamps[d.address.address] = l
         return l
@@ -118,8 +171,11 @@ public final class Gateway {
             password = text
         }
         let will = MQTTWill(topic: topics.gatewayAvailability, payload: Array(HomeAssistant.offline.utf8), qos: .atLeastOnce, retain: true)
-        let o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-\(topics.gatewayID)-\(SystemIO.processID)",
-                            username: config.username, password: password, tlsCAFile: config.tlsCAFile, keepalive: 30, will: will)
+        // MQTT 5 for the reports' message expiry; a short keepalive, so the
+        // broker publishes the will of a gateway gone silent within 1.5 of it.
+        var o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-\(topics.gatewayID)-\(SystemIO.processID)",
+                            username: config.username, password: password, tlsCAFile: config.tlsCAFile, keepalive: config.keepaliveSeconds, will: will)
+        o.version = .v5
         let c: MQTTClient
         do { c = try MQTTClient(o) } catch { throw GatewayError.broker("\(error)") }
         mqtt = c
@@ -185,11 +241,12 @@ public final class Gateway {
         mqttBackoff.reset()
         log("gateway: MQTT: connected to \(config.brokerHost):\(config.brokerPort)")
         announceGateway()
-        for t in [topics.homeAssistantStatus, "\(topics.topicPrefix)/+/set", "\(topics.topicPrefix)/+/button1", "\(topics.topicPrefix)/+/button2"] {
+        brokerBack()
+        for t in [topics.homeAssistantStatus, "\(topics.topicPrefix)/+/set", "\(topics.topicPrefix)/+/button1", "\(topics.topicPrefix)/+/button2"] + sharedSubscriptions {
             do { try mqtt?.subscribe(topic: t, qos: .atLeastOnce) } catch { log("gateway: MQTT: subscribe \(t): \(error)") }
         }
         // Everything again: the broker may have lost retained messages.
-        for l in lamps.values where l.ha != nil { announce(l) }
+        for l in lamps.values where l.ha != nil && owns(l) { announce(l) }
     }
 
     /// The gateway's own device (every lamp's via_device), before the lamps.
@@ -200,6 +257,7 @@ public final class Gateway {
 
     func brokerLost(_ code: MosquittoCode) {
         guard !keeper.stopping else { return }
+        settledAt = nil
         if hupReconnect {
             // Not from inside libmosquitto's callback: it still closes the old
             // connection after this returns. Next turn of the loop.
@@ -212,6 +270,7 @@ public final class Gateway {
             return
         }
         log("gateway: MQTT: connection lost (\(code))")
+        brokerAway()
         scheduleBrokerRetry()
     }
 
@@ -243,9 +302,10 @@ public final class Gateway {
     /// - Returns: the error that ends `run()`.
     func stop() -> HCIError {
         keeper.stop()
+        systemd?.stopping()
         log("gateway: stopping")
         if let c = mqtt, c.state == .connected {
-            for l in lamps.values { if let ha = l.ha { publish(topics.availability(ha), HomeAssistant.offline, qos: .atMostOnce) } }
+            for l in lamps.values where owns(l) { if let ha = l.ha { publish(topics.availability(ha), HomeAssistant.offline, qos: .atMostOnce) } }
             publish(topics.gatewayAvailability, HomeAssistant.offline, qos: .atMostOnce)
             // The loop (not inside a run: stop() ends one) writes them, bounded.
             _ = try? loop.run(until: Instant.now().adding(ms: 500), interruptible: false) { !c.wantsWrite }

@@ -15,25 +15,34 @@ extension Gateway {
             if HomeAssistant.isBirth(payload) {
                 log("gateway: Home Assistant is online: publishing the discovery configs again")
                 announceGateway()
-                for l in lamps.values where l.ha != nil { announce(l) }
+                for l in lamps.values where l.ha != nil && owns(l) { announce(l) }
             }
             return
         }
-        guard let dev = lamps.values.first(where: { d in d.ha.map { topic.hasPrefix(topics.base($0) + "/") } ?? false }),
-              let ha = dev.ha else {
-            log("gateway: ignored a message on \(topic): no such device")
-            return
+        if sharedMessage(topic, payload) { return }
+        // Every gateway hears every command; the lamp's holder carries it out,
+        // the others keep the newest until the holder confirms it, to carry it
+        // out should they become the holder first (GatewaySharing.swift).
+        let prefix = topics.topicPrefix + "/"
+        let parts = topic.hasPrefix(prefix) ? topic.dropFirst(prefix.count).split(separator: "/") : []
+        let node = parts.count == 2 ? String(parts[0]) : ""
+        if parts.count == 2, parts[1] == "set", !payload.isEmpty {
+            pending[node] = PendingCommand(payload: payload, digest: commandDigest(payload))
         }
+        guard let dev = lamps.values.first(where: { $0.ha?.nodeID == node && owns($0) }),
+              let ha = dev.ha else { return }
         if topic == topics.command(ha) {
             guard ha.kind == .light else { return }
             let cmd: LightCommand
             do { cmd = try LightCommand.parse(payload) } catch {
                 log("gateway: \(dev.label): ignored a command: \(error)")
+                pending[node] = nil
                 return
             }
             // On top of the newest state: not yet written, being written, or on the device.
             let base = dev.wanted ?? dev.inFlight ?? dev.light ?? .initial
             dev.wanted = base.applying(cmd)
+            dev.wantedDigest = pending[node]?.digest
             dev.commandAt = Instant.now()
             flush(dev)
         } else if let button = HomeAssistant.buttonPress(topic: topic, payload: payload, device: ha, topics: topics) {
@@ -49,7 +58,9 @@ extension Gateway {
         // nothing is written on it; linkDown follows and the link is made again.
         guard let link = dev.link, link.isConnected, let session = dev.session, dev.led != nil, !dev.isWriting, let want = dev.wanted, let ha = dev.ha else { return }
         keeper.busy(dev.device)
+        let digest = dev.wantedDigest
         dev.wanted = nil
+        dev.wantedDigest = nil
         dev.write = .writing(want)
         let c = want.deviceColour
         let started = dev.commandAt
@@ -60,6 +71,7 @@ extension Gateway {
             case .success:
                 dev.light = want
                 self.publish(want.stateMessage(ha, topics: self.topics), qos: .atMostOnce)
+                if let digest { self.applied(ha, digest: digest) }
                 self.keeper.idle(dev.device)
                 if self.config.verbose, let t = started {
                     self.log("gateway: \(dev.label): wrote \(c) in \(formatMs(us: Instant.now().usSince(t))) ms after the command")
@@ -68,7 +80,7 @@ extension Gateway {
                 self.log("gateway: \(dev.label): write failed: \(e)")
                 // A link that no longer completes what is sent is dead: end it, so it is made again.
                 if e is ACLDrainTimeout, link.isConnected { _ = link.startDisconnect() }
-                if dev.wanted == nil { dev.wanted = want } // retried when the link is back
+                if dev.wanted == nil { dev.wanted = want; dev.wantedDigest = digest } // retried when the link is back
             }
             self.flush(dev)
         }

@@ -36,6 +36,10 @@ public struct GatewayConfig: Sendable {
     public var security: SecurityPolicy
     /// Log each lamp's setup steps and interval changes.
     public var verbose: Bool
+    /// How gateways on one broker share the lamps.
+    public var sharing = SharePolicy()
+    /// The MQTT keepalive: the broker publishes a silent gateway's will after 1.5 times this.
+    public var keepaliveSeconds = 5
 
     public init(brokerHost: String, brokerPort: Int = 1883, topicPrefix: String = "attled",
                 discoveryPrefix: String = "homeassistant", gatewayID: String = "gateway") {

@@ -7,7 +7,8 @@ import AttledHomeAssistant
 /// the keeper stands with it) and what the gateway adds on top: its LED
 /// characteristics, its Home Assistant device, its light state and writes.
 final class GatewayLamp {
-    let device: KeptDevice
+    /// The keeper's device (a new one when the lamp is adopted again after a release).
+    var device: KeptDevice
     /// The lamp's session on its link (set-up, writes, security).
     var session: LampSession?
     /// Its LED characteristics, once the session resolved them.
@@ -17,6 +18,8 @@ final class GatewayLamp {
     var light: LightState?
     /// The latest state asked for and not yet written (commands coalesce here).
     var wanted: LightState?
+    /// The digest of the newest command in `wanted` (confirmed on `<node>/applied` once written).
+    var wantedDigest: String?
     /// When the newest command came (for the "wrote in N ms" line).
     var commandAt: Instant?
     /// One write in flight per lamp.
@@ -75,6 +78,7 @@ extension Gateway {
                 self.keeper.ready(d)
                 if let b = lamp.pendingPress { lamp.pendingPress = nil; self.press(lamp, b) }
                 self.log("gateway: \(lamp.label): ready (\(lamp.led?.profile.name ?? "?"))")
+                if let ha = lamp.ha { self.becameHolder(lamp, ha) }
                 self.announce(lamp)
                 self.flush(lamp)
             case .failure(let e):

@@ -76,6 +76,16 @@ public struct HATopics: Sendable, Equatable {
     public func button(_ device: HADevice, _ number: Int) -> String { base(device) + "/button\(number)" }
     /// Where a harness's notifications are published.
     public func notifications(_ device: HADevice) -> String { base(device) + "/notify" }
+    /// `<topicPrefix>/<node>/holder`: the gateway holding the lamp, `{"holder":"<gateway>"}`
+    /// (several gateways on one broker; the entities' attributes).
+    public func holder(_ device: HADevice) -> String { base(device) + "/holder" }
+    /// `<topicPrefix>/<node>/applied`: the digest of the last command the holder carried out.
+    public func applied(_ device: HADevice) -> String { base(device) + "/applied" }
+    /// `<topicPrefix>/<gateway>/heard`: what a gateway hears of the lamps (several gateways on one broker).
+    public var heard: String { "\(topicPrefix)/\(gatewayID)/heard" }
+
+    /// The node id of a device id (an address): Home Assistant's `[a-z0-9_-]`.
+    public static func nodeID(_ id: String) -> String? { try? sanitise(id) }
 
     /// `<discovery>/<component>/attled_<node>/<object>/config`.
     public func config(component: String, _ device: HADevice, object: String) -> String {
@@ -177,12 +187,13 @@ public enum HomeAssistant {
     public static let pressPayload = "PRESS"
 
     /// The `availability` list every device entity carries: the device's own
-    /// topic and the gateway's. With `availability_mode: all` the entity goes
-    /// unavailable when either the device link or the gateway is down.
+    /// topic, which its holder keeps (`online` once its link is set up,
+    /// `offline` when it goes down); when the holder dies, another gateway
+    /// on the broker says `offline` for it. No gateway's own topic: every
+    /// gateway publishes the same config, whichever holds the lamp.
     static func availability(_ device: HADevice, _ topics: HATopics) -> JSONValue {
         [
             ["topic": .string(topics.availability(device)), "payload_available": .string(online), "payload_not_available": .string(offline)],
-            ["topic": .string(topics.gatewayAvailability), "payload_available": .string(online), "payload_not_available": .string(offline)],
         ]
     }
 
@@ -192,7 +203,6 @@ public enum HomeAssistant {
             ("name", .string(device.name)),
             ("model", .string(device.model)),
             ("manufacturer", "attled"),
-            ("via_device", .string(topics.gatewayDeviceID)),
         ]
         if let mac = device.bluetoothAddress {
             members.append(("connections", [["bluetooth", .string(mac)]]))
@@ -245,6 +255,7 @@ public enum HomeAssistant {
             "supported_color_modes": ["rgb"],
             "availability": availability(device, topics),
             "availability_mode": "all",
+            "json_attributes_topic": .string(topics.holder(device)),
             "device": deviceBlock(device, topics),
             "origin": origin,
         ]
@@ -273,6 +284,7 @@ public enum HomeAssistant {
                 "payload_press": .string(pressPayload),
                 "availability": availability(device, topics),
                 "availability_mode": "all",
+                "json_attributes_topic": .string(topics.holder(device)),
                 "device": deviceBlock(device, topics),
                 "origin": origin,
             ]
@@ -285,6 +297,7 @@ public enum HomeAssistant {
             "icon": "mdi:bell-ring",
             "availability": availability(device, topics),
             "availability_mode": "all",
+            "json_attributes_topic": .string(topics.holder(device)),
             "device": deviceBlock(device, topics),
             "origin": origin,
         ]

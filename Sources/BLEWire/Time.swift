@@ -27,6 +27,9 @@ public struct Instant: Comparable, Hashable, Sendable {
         later.ns > ns ? Int((later.ns - ns + 999_999) / 1_000_000) : 0
     }
 
+    /// Elapsed time since `earlier`, in milliseconds (0 if `earlier` is later).
+    public func msSince(_ earlier: Instant) -> Int { ns > earlier.ns ? Int((ns - earlier.ns) / 1_000_000) : 0 }
+
     /// Elapsed time since `earlier`, in microseconds.
     public func usSince(_ earlier: Instant) -> UInt64 { ns > earlier.ns ? (ns - earlier.ns) / 1000 : 0 }
 

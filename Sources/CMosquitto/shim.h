@@ -3,3 +3,4 @@
 // libmosquitto.so.1 at run time, when the gateway first needs it, so a
 // one-shot run never maps it (nor libssl through it).
 #include <mosquitto.h>
+#include <mqtt_protocol.h>

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <mosquitto.h>
 #include "mosquitto_loader.h"
 
@@ -63,3 +64,9 @@ FORWARD_VOID(mosquitto_user_data_set, (struct mosquitto *m, void *obj), (m, obj)
 FORWARD(int, mosquitto_username_pw_set, (struct mosquitto *m, const char *username, const char *password), (m, username, password), MOSQ_ERR_NOT_SUPPORTED)
 FORWARD(bool, mosquitto_want_write, (struct mosquitto *m), (m), false)
 FORWARD(int, mosquitto_will_set, (struct mosquitto *m, const char *topic, int payloadlen, const void *payload, int qos, bool retain), (m, topic, payloadlen, payload, qos, retain), MOSQ_ERR_NOT_SUPPORTED)
+// MQTT v5 (libmosquitto 1.6 and later): properties on PUBLISH and the will.
+FORWARD(int, mosquitto_publish_v5, (struct mosquitto *m, int *mid, const char *topic, int payloadlen, const void *payload, int qos, bool retain, const mosquitto_property *props), (m, mid, topic, payloadlen, payload, qos, retain, props), MOSQ_ERR_NOT_SUPPORTED)
+FORWARD(int, mosquitto_will_set_v5, (struct mosquitto *m, const char *topic, int payloadlen, const void *payload, int qos, bool retain, mosquitto_property *props), (m, topic, payloadlen, payload, qos, retain, props), MOSQ_ERR_NOT_SUPPORTED)
+FORWARD(int, mosquitto_property_add_int32, (mosquitto_property **props, int identifier, uint32_t value), (props, identifier, value), MOSQ_ERR_NOT_SUPPORTED)
+FORWARD_VOID(mosquitto_property_free_all, (mosquitto_property **props), (props))
+FORWARD(const char *, mosquitto_reason_string, (int code), (code), NULL)

@@ -8,7 +8,7 @@ import CMosquittoLoader
 
 // MARK: - The client
 
-/// An MQTT 3.1.1 client over libmosquitto, driven by its owner's poll loop.
+/// An MQTT 3.1.1 or 5 client over libmosquitto, driven by its owner's poll loop.
 ///
 /// libmosquitto never runs a thread here (no `mosquitto_loop_start`). The owner:
 /// - polls `socket` (when it is not -1) for POLLIN, and for POLLOUT while `wantsWrite`;
@@ -98,6 +98,9 @@ public final class MQTTClient {
         mosquitto_message_callback_set(m) { _, obj, message in
             guard let obj, let message else { return }
             Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().didReceive(message.pointee)
+        }
+        if options.version == .v5 {
+            try check("protocol_version", mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5)))
         }
         // Commands are small and latency matters: no Nagle delay on our side.
         try check("tcp_nodelay", mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1))
@@ -226,16 +229,31 @@ public final class MQTTClient {
 
     /// Queues a PUBLISH; it goes out on the next `handleWritable()` (or at once
     /// when the socket takes it). Returns the message id.
+    ///
+    /// With `expirySeconds` on an MQTT 5 connection the broker drops the
+    /// message (a retained one too) once it is that old, and forwards it with
+    /// the time left (MQTT 5.0 section 3.3.2.3.3); on MQTT 3.1.1 it is ignored.
     @discardableResult
-    public func publish(topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false) throws(MQTTError) -> Int32 {
+    public func publish(topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false,
+                        expirySeconds: UInt32? = nil) throws(MQTTError) -> Int32 {
         defer { syncLoop() }
         guard payload.count <= 268_435_455 else {
             throw .invalidArgument("payload of \(payload.count) bytes is larger than MQTT allows")
         }
         try MQTTClient.checkText(topic, "topic")
         var mid: Int32 = 0
-        let rc = payload.withUnsafeBytes {
-            mosquitto_publish(mosq, &mid, topic, Int32(payload.count), $0.baseAddress, qos.rawValue, retain)
+        let rc: Int32
+        if let expirySeconds, options.version == .v5 {
+            var props: OpaquePointer? = nil
+            defer { mosquitto_property_free_all(&props) }
+            try check("property_add_int32", mosquitto_property_add_int32(&props, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expirySeconds))
+            rc = payload.withUnsafeBytes {
+                mosquitto_publish_v5(mosq, &mid, topic, Int32(payload.count), $0.baseAddress, qos.rawValue, retain, props)
+            }
+        } else {
+            rc = payload.withUnsafeBytes {
+                mosquitto_publish(mosq, &mid, topic, Int32(payload.count), $0.baseAddress, qos.rawValue, retain)
+            }
         }
         try check("publish to \(topic)", rc)
         return mid

@@ -58,20 +58,33 @@ public struct MQTTConnack: RawRepresentable, Hashable, Sendable, CustomStringCon
     public static let badUsernameOrPassword = MQTTConnack(4)
     public static let notAuthorised = MQTTConnack(5)
 
+    // MQTT v5's reason codes (MQTT 5.0 section 3.2.2.2): a v5 connection is
+    // refused with these, not with 1...5.
+    public static let v5UnsupportedProtocolVersion = MQTTConnack(0x84)
+    public static let v5ClientIdentifierNotValid = MQTTConnack(0x85)
+    public static let v5BadUsernameOrPassword = MQTTConnack(0x86)
+    public static let v5NotAuthorized = MQTTConnack(0x87)
+    public static let v5ServerUnavailable = MQTTConnack(0x88)
+    public static let v5ServerBusy = MQTTConnack(0x89)
+    public static let v5Banned = MQTTConnack(0x8A)
+
     public var isAccepted: Bool { rawValue == 0 }
 
     /// libmosquitto's text for the code, and what to do about it.
     public var description: String {
-        let text = mosquitto_connack_string(rawValue).map { String(cString: $0) } ?? "CONNACK \(rawValue)"
+        let name = rawValue >= 0x80 ? mosquitto_reason_string(rawValue) : mosquitto_connack_string(rawValue)
+        let text = name.map { String(cString: $0) } ?? "CONNACK \(rawValue)"
         let advice: String
         switch self {
         case .accepted: return text
-        case .unacceptableProtocolVersion: advice = "the broker does not speak MQTT 3.1.1"
-        case .identifierRejected: advice = "choose another client id"
-        case .serverUnavailable: advice = "the broker is up but not serving; retry later"
-        case .badUsernameOrPassword: advice = "check the MQTT user name and the password file"
-        // mosquitto answers a wrong password with 5, not 4.
-        case .notAuthorised: advice = "check the MQTT user name and the password file; else the broker's ACL and allow_anonymous"
+        case .unacceptableProtocolVersion, .v5UnsupportedProtocolVersion:
+            advice = "the broker does not speak this MQTT version (the gateway speaks MQTT 5: mosquitto 1.6 or later, EMQX, HiveMQ)"
+        case .identifierRejected, .v5ClientIdentifierNotValid: advice = "choose another client id"
+        case .serverUnavailable, .v5ServerUnavailable, .v5ServerBusy: advice = "the broker is up but not serving; retry later"
+        case .badUsernameOrPassword, .v5BadUsernameOrPassword: advice = "check the MQTT user name and the password file"
+        // mosquitto answers a wrong password with 5 (v3.1.1) or 0x87 (v5), not 4 or 0x86.
+        case .notAuthorised, .v5NotAuthorized: advice = "check the MQTT user name and the password file; else the broker's ACL and allow_anonymous"
+        case .v5Banned: advice = "the broker bans this client; see its configuration"
         default: advice = "see the broker's log"
         }
         return "\(text) (CONNACK \(rawValue)): \(advice)"
@@ -129,6 +142,14 @@ public enum MQTTError: Error, Equatable, Sendable, CustomStringConvertible {
 // MARK: - Options
 
 /// MQTT quality of service (MQTT 3.1.1 section 4.3).
+/// The MQTT protocol version a client speaks.
+public enum MQTTVersion: Int32, Sendable {
+    /// MQTT 3.1.1 (OASIS, 2014).
+    case v311 = 4
+    /// MQTT 5.0 (OASIS, 2019): properties, among them message expiry.
+    case v5 = 5
+}
+
 public enum MQTTQoS: Int32, Sendable {
     case atMostOnce = 0
     case atLeastOnce = 1
@@ -167,6 +188,8 @@ public struct MQTTOptions: Sendable {
     public var keepalive: Int
     public var will: MQTTWill?
     public var cleanSession: Bool
+    /// The protocol spoken: 3.1.1 (the default) or 5, which adds message expiry.
+    public var version: MQTTVersion = .v311
 
     public init(host: String, port: Int = 1883, clientID: String, username: String? = nil, password: String? = nil,
                 tlsCAFile: String? = nil, keepalive: Int = 30, will: MQTTWill? = nil, cleanSession: Bool = true) {

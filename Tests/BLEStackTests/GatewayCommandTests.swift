@@ -37,6 +37,8 @@ struct GatewayCommandTests {
             try w.pump { link != nil }
             let dev = KeptDevice(address: DeviceAddress(BDAddress(KeeperTests.lamp)!, .random), owner: gateway.owner, claim: .keep, backoff: Backoff())
             dev.state = .ready(try #require(link))
+            // Adopted by the gateway's keeper: the lamp is this gateway's to write.
+            gateway.keeper.devices[dev.address.address] = dev
             self.w = w
             self.gateway = gateway
             lamp = gateway.lamp(for: dev)

@@ -97,24 +97,24 @@ struct HADiscoveryTests {
         #expect(p["origin"]?["name"] == "attled")
         #expect(p.objectValue?.map(\.0) == [
             "name", "unique_id", "schema", "command_topic", "state_topic", "brightness", "supported_color_modes",
-            "availability", "availability_mode", "device", "origin",
+            "availability", "availability_mode", "json_attributes_topic", "device", "origin",
         ], "no field beyond the documented ones, in a stable order")
     }
 
-    @Test("availability lists the device's topic and the gateway's, with online/offline payloads")
+    @Test("availability is the device's own topic (kept by its holder), with online/offline payloads; the holder record as attributes")
     func availability() throws {
         let p = try wire(HomeAssistant.lightConfig(try device(), topics: try topics()))
         let list = try #require(p["availability"]?.arrayValue)
-        #expect(list.count == 2)
+        #expect(list.count == 1)
         #expect(list[0]["topic"] == "attled/c0ffee001122/availability")
-        #expect(list[1]["topic"] == "attled/gw1/availability")
+        #expect(p["json_attributes_topic"] == "attled/c0ffee001122/holder")
         for entry in list {
             #expect(entry["payload_available"] == "online")
             #expect(entry["payload_not_available"] == "offline")
         }
     }
 
-    @Test("device block: identifiers, name, model, manufacturer attled, via the gateway, Bluetooth connection")
+    @Test("device block: identifiers, name, model, manufacturer attled, Bluetooth connection; no via_device (any gateway may hold it)")
     func deviceBlock() throws {
         let p = try wire(HomeAssistant.lightConfig(try device(), topics: try topics()))
         let dev = try #require(p["device"])
@@ -122,7 +122,7 @@ struct HADiscoveryTests {
         #expect(dev["name"] == "CassarTech")
         #expect(dev["model"] == "pycom")
         #expect(dev["manufacturer"] == "attled")
-        #expect(dev["via_device"] == "attled_gw1")
+        #expect(dev["via_device"] == nil)
         #expect(dev["connections"] == [["bluetooth", "c0:ff:ee:00:11:22"]])
         // An id that is not an address has no Bluetooth connection entry.
         let q = try wire(HomeAssistant.lightConfig(try device("lamp-1"), topics: try topics()))
@@ -153,7 +153,8 @@ struct HADiscoveryTests {
             #expect(p["command_topic"] == .string("attled/aabbccddeeff/button\(i + 1)"))
             #expect(p["payload_press"] == "PRESS")
             #expect(p["availability_mode"] == "all")
-            #expect(p["availability"]?.arrayValue?.count == 2)
+            #expect(p["availability"]?.arrayValue?.count == 1)
+            #expect(p["json_attributes_topic"] == "attled/aabbccddeeff/holder")
             #expect(p["device"]?["identifiers"] == ["attled_aabbccddeeff"])
         }
         let s = try wire(ms[2])
@@ -335,7 +336,7 @@ struct HALightStateTests {
 
 @Suite("Home Assistant: the gateway's own device")
 struct HAGatewayDeviceTests {
-    @Test("the gateway is a device of its own: a connectivity sensor on its availability topic, the lamps' via_device, the version in origin")
+    @Test("the gateway is a device of its own: a connectivity sensor on its availability topic, the version in origin; lamps' configs the same from every gateway")
     func gatewayDevice() throws {
         let topics = try HATopics(topicPrefix: "attled", discoveryPrefix: "homeassistant", gatewayID: "gw1")
         let m = HomeAssistant.gatewayConfig(topics: topics)
@@ -349,10 +350,13 @@ struct HAGatewayDeviceTests {
         #expect(p["device"]?["identifiers"] == ["attled_gw1"])
         #expect(p["device"]?["sw_version"] == .string(AttledVersion.string))
         #expect(p["origin"]?["sw_version"] == .string(AttledVersion.string))
-        // Every lamp names this device as the one it is connected through.
+        // A lamp's configs are the same bytes whichever gateway publishes them.
         let lamp = try HADevice(id: "c0:ff:ee:00:11:22", name: "Lamp", model: "pycom", kind: .light)
+        let other = try HATopics(topicPrefix: "attled", discoveryPrefix: "homeassistant", gatewayID: "gw2")
         let light = try JSONValue.parse(String(decoding: HomeAssistant.lightConfig(lamp, topics: topics).payloadBytes, as: UTF8.self))
-        #expect(light["device"]?["via_device"] == p["device"]?["identifiers"]?.arrayValue?.first)
+        #expect(HomeAssistant.lightConfig(lamp, topics: topics).payloadBytes == HomeAssistant.lightConfig(lamp, topics: other).payloadBytes)
+        let harness = try HADevice(id: "c0:ff:ee:00:11:23", name: "H", model: "harness", kind: .harness)
+        #expect(HomeAssistant.configs(harness, topics: topics).map(\.payloadBytes) == HomeAssistant.configs(harness, topics: other).map(\.payloadBytes))
         #expect(light["origin"] == p["origin"])
     }
 }

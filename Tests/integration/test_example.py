@@ -93,7 +93,8 @@ def test_example_gateway_sets_a_lamp_through_mosquitto(world, lampgateway):
         first = mq.wait(f"attled/{node}/state", timeout=10)
         assert first.json()["color"] == {"r": 1, "g": 2, "b": 3}
         cfg = mq.wait(f"homeassistant/light/attled_{node}/light/config", timeout=10).json()
-        assert cfg["device"]["via_device"] == "attled_example"
+        assert cfg["device"]["identifiers"] == [f"attled_{node}"]
+        assert mq.wait(f"attled/{node}/holder", timeout=10).json() == {"holder": "example"}
         since = mq.mark()
         mq.publish(f"attled/{node}/set", json.dumps({"state": "ON", "color": {"r": 200, "g": 100, "b": 50}, "brightness": 255}))
         w.wait_event({"event": "state", "device": "CassarTech", "rgb": [200, 100, 50]}, timeout=10)

@@ -140,15 +140,15 @@ def test_discovery_configs_availability_and_read_back_state(gateway):
         dev = cfg["device"]
         assert dev["identifiers"] == [f"attled_{n}"]
         assert dev["name"] == name and dev["model"] == model
-        assert dev["via_device"] == "attled_gateway"
+        assert "via_device" not in dev, "the same config from every gateway: no gateway named"
         assert dev["connections"] == [["bluetooth", w.device(name)["address"].lower()]]
-        assert [a["topic"] for a in cfg["availability"]] == [f"{PREFIX}/{n}/availability", GATEWAY_AVAILABILITY]
+        assert [a["topic"] for a in cfg["availability"]] == [f"{PREFIX}/{n}/availability"]
+        assert cfg["json_attributes_topic"] == f"{PREFIX}/{n}/holder"
         assert cfg["availability_mode"] == "all"
         online = s.wait_online(name)
         assert online.retain
 
-    # The gateway is a device of its own (issue 20): the one every lamp is
-    # "connected via", with a connectivity sensor on its availability topic and
+    # The gateway is a device of its own (issue 20), with a connectivity sensor on its availability topic and
     # the version attled reports in its device entry and in origin.
     from conftest import ATTLED
     version = subprocess.run([str(ATTLED), "--version"], capture_output=True, text=True, timeout=10).stdout.split()[-1]
@@ -157,7 +157,9 @@ def test_discovery_configs_availability_and_read_back_state(gateway):
     gcfg = gcfg_msg.json()
     assert gcfg["device_class"] == "connectivity" and gcfg["state_topic"] == GATEWAY_AVAILABILITY
     assert (gcfg["payload_on"], gcfg["payload_off"]) == ("online", "offline")
-    assert gcfg["device"]["identifiers"] == ["attled_gateway"] == [dev["via_device"]]
+    assert gcfg["device"]["identifiers"] == ["attled_gateway"]
+    # The holder record: this gateway holds the lamps (issue 31).
+    assert mq.wait(f"{PREFIX}/{s.node('Lamp1')}/holder", timeout=15).json() == {"holder": "gateway"}
     assert gcfg["device"]["sw_version"] == version == gcfg["origin"]["sw_version"] == cfg["origin"]["sw_version"]
 
     # The state read back from the devices (init=R,G,B): on, full brightness, that colour.

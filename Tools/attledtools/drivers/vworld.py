@@ -49,11 +49,33 @@ flushed.  Each line has "event" and "t" (seconds since start).  Main events:
   bonds_forgotten, write_dropped, h4_error, exit (see
   attledtools.peers.peripheral.LedPeripheral).
 
+Rooms (``--range H:DEVICE=RSSI|none``, ``--range-default``, ``--rssi-noise``,
+``--seed``; see ROOMS_HELP in air/rooms.py): a range matrix says at which RSSI
+each host controller and each device hear each other, or that they do not.
+Out of range, a host controller hears none of the device's advertising and
+cannot connect to it; an established connection's PDUs are held until the
+pair is back in range, or the connection ends at its supervision timeout
+(Disconnection Complete reason 0x08 on both sides, the device advertises
+again).  Advertising reports carry the matrix's RSSI (plus noise) instead of
+Bumble's fixed -50.  Not used, everyone hears everyone at -50 as before.
+Events: range {host, device, rssi} (one per --range before ready, and one per
+stdin "range" command), supervision_timeout {host, device, handle,
+device_handle, reason, timeout_ms}, connection_failed {host, device, handle,
+reason} (a CONNECT_IND that did not reach the device); the ready line has
+"ranges", "range_default" and "rssi_noise" when rooms are used.
+
+Timed air (``--timed-air``, off by default; see TIMED_AIR_HELP): advertising
+events at the advertising interval plus advDelay, and LL data at connection
+events (at most 4 PDUs each way per event, an answer one event after the
+request at the earliest).  Prints {"event":"timed_air","on":true} before
+ready; the ready line has "timed_air": true.
+
 Controller faults (``--host-fault``, see HOST_FAULT_HELP) make the host
 controllers misbehave: a command answered with an error status, a command
 never answered, a Hardware Error event.  With ``--stdin-commands`` vworld also
 reads commands from stdin, one per line, to inject faults mid-run (a Hardware
-Error, the host's transport closed); see STDIN_HELP.
+Error, the host's transport closed) or to move a device in or out of a host
+controller's range; see STDIN_HELP.
 
 Peripheral faults (``--device NAME:PROFILE:fault_KIND=...``) are described in
 attledtools.peers.faultspec.FAULT_HELP (also printed by --help).  Security options
@@ -74,16 +96,17 @@ import os
 import signal
 import sys
 
-from bumble.controller import Controller
 from bumble.host import Host
 from bumble.snoop import BtSnooper
 from bumble.transport import open_transport
 from bumble.transport.common import AsyncPipeSink
 
+from attledtools.drivers.air.controller import DeviceController
 from attledtools.drivers.air.events import emit
 from attledtools.drivers.air.hostfaults import HOST_FAULT_HELP, HostFault
 from attledtools.drivers.air.hostport import HostPort
 from attledtools.drivers.air.link import Air
+from attledtools.drivers.air.rooms import ROOMS_HELP, Rooms, parse_range, parse_rssi
 from attledtools.drivers.rcworld import RootCanal
 from attledtools.peers.advertising import build_advertising_data
 from attledtools.peers.faultspec import FAULT_HELP
@@ -99,6 +122,27 @@ stdin commands (--stdin-commands), one per line; each is answered with
   close [HOST]                 close host HOST's transport: the attached client's
                                socket (tcp/unix), or the pty / transport itself
   fault FAULT                  add a --host-fault at run time (same syntax)
+  range H DEVICE RSSI|none     host controller H and device DEVICE now hear each
+                               other at RSSI dBm, or not at all (see Rooms);
+                               printed as {"event":"range",...} first
+"""
+
+TIMED_AIR_HELP = """\
+Timed air (--timed-air, Bumble's controllers only; off: everything at once):
+  advertising   an advertising event every advertising interval plus advDelay,
+                a random 0-10 ms per event (Vol 6 Part B 4.4.2.2.1; seeded
+                with --seed).  Bumble's own timers give legacy advertising
+                interval / 1000 s (0.625 ms units read as ms) and no advDelay.
+  connections   LL data and control PDUs go at connection events: every
+                interval from the CONNECT_IND on (a connection update takes
+                effect 6 events after the event that carried it), at most 4
+                LL PDUs (27 octets each) each way per event, a PDU at the
+                first event after it was queued, so an answer goes one event
+                after its request at the earliest.  Peripheral latency is
+                ignored (the peripheral listens at every event).  A
+                peripheral's LE Connection Complete carries the CONNECT_IND's
+                parameters (Bumble's: 12.5 ms, 100 ms whatever they are).
+Nothing is printed per PDU.
 """
 
 
@@ -114,7 +158,8 @@ def parse_args(argv=None):
         "notify_every=MS (harness) conn_update_params=IMIN,IMAX,LAT,TO mtu=N fault_KIND=...\n"
         "secure=enc pairing=sc|legacy forget_bonds=N (see below)\n"
         "gattdb profile: seed=N last_ffff=1 (see attledtools.peers.gattdb)\n\n"
-        + FAULT_HELP + "\n" + SECURITY_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP,
+        + FAULT_HELP + "\n" + SECURITY_HELP + "\n" + HOST_FAULT_HELP + "\n" + STDIN_HELP + "\n"
+        + ROOMS_HELP + "\n" + TIMED_AIR_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", action="append", default=[], metavar="SPEC",
@@ -151,7 +196,19 @@ def parse_args(argv=None):
                         help="controller fault: reject=OPCODE[:STATUS][#N], swallow=OPCODE[#N], "
                         "hw_error=OPCODE[:CODE][#N] (repeatable; see below)")
     parser.add_argument("--stdin-commands", action="store_true",
-                        help="read fault commands from stdin, one per line (see below)")
+                        help="read fault and range commands from stdin, one per line (see below)")
+    parser.add_argument("--range", action="append", default=[], metavar="H:DEVICE=RSSI|none",
+                        help="host controller H (0-based) and device DEVICE hear each other at RSSI dBm, "
+                        "or not at all (repeatable; see Rooms below)")
+    parser.add_argument("--range-default", metavar="RSSI|none",
+                        help="every host/device pair not given by --range (default -50: everyone hears everyone)")
+    parser.add_argument("--rssi-noise", type=int, default=0, metavar="DB",
+                        help="uniform noise in [-DB, +DB] on each advertising report's RSSI (default 0)")
+    parser.add_argument("--seed", type=int, default=1, metavar="N",
+                        help="seed of the RSSI noise and of --timed-air's advertising delays (default 1)")
+    parser.add_argument("--timed-air", action="store_true",
+                        help="advertising at its interval plus advDelay, LL data at connection events "
+                        "(see Timed air below)")
     parser.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin is closed")
     parser.add_argument("--lifetime", type=float, default=0, metavar="SEC",
                         help="exit after SEC seconds (0 = no limit)")
@@ -169,7 +226,9 @@ def parse_args(argv=None):
             ("--reset-on-host-close", args.reset_on_host_close), ("--zero-host-address", args.zero_host_address),
             ("--zero-address-host", args.zero_address_host),
             ("--peripheral-transport", args.peripheral_transport), ("--snoop", args.snoop),
-            ("--host-fault", args.host_fault), ("--stdin-commands", args.stdin_commands)) if on]
+            ("--host-fault", args.host_fault), ("--stdin-commands", args.stdin_commands),
+            ("--range", args.range), ("--range-default", args.range_default is not None),
+            ("--rssi-noise", args.rssi_noise), ("--timed-air", args.timed_air)) if on]
         if bumble_only:
             parser.error(f"{', '.join(bumble_only)}: only with Bumble's controllers, not --controller rootcanal")
         if any(not spec.startswith("tcp-server:") for spec in args.host):
@@ -184,6 +243,24 @@ def parse_args(argv=None):
         parser.error(str(error))
     if (args.controller == "rootcanal" or args.peripheral_transport) and any(o.stamp for o in args.device_options):
         parser.error("stamp=1: only on Bumble's air (vworld's own link stamps the advertisements)")
+    # Rooms: the matrix's pairs must name a --host and a --device of this air.
+    if args.peripheral_transport and (args.range or args.range_default is not None):
+        parser.error("--range, --range-default: the devices must be on vworld's own air, not --peripheral-transport")
+    if args.rssi_noise < 0:
+        parser.error("--rssi-noise: DB must be 0 or more")
+    names = [opts.name for opts in args.device_options]
+    try:
+        args.range_default_rssi = -50 if args.range_default is None else parse_rssi(args.range_default)
+        args.ranges = [parse_range(text) for text in args.range]
+    except ValueError as error:
+        parser.error(str(error))
+    for host, device, _ in args.ranges:
+        if host >= len(args.host):
+            parser.error(f"--range {host}:{device}: no host controller {host} (there are {len(args.host)})")
+        if device not in names:
+            parser.error(f"--range {host}:{device}: no --device named {device!r}")
+        if names.count(device) > 1:
+            parser.error(f"--range {host}:{device}: several devices are named {device!r}")
     return args
 
 
@@ -214,16 +291,21 @@ async def run(args) -> int:
                     pending[:] = rest
                     text = line.decode("utf-8", "replace").strip()
                     if text:
-                        loop.create_task(stdin_command(text, hosts))
+                        loop.create_task(stdin_command(text, hosts, air))
 
         loop.add_reader(fd, on_stdin)
     if args.lifetime > 0:
         loop.call_later(args.lifetime, stop.set)
 
-    air = Air()
+    rooms = Rooms(default=args.range_default_rssi, noise=args.rssi_noise, seed=args.seed)
+    for host_index, device, rssi in args.ranges:
+        rooms.set(host_index, device, rssi)  # in force before anything is on the air
+    air = Air(rooms, timed=args.timed_air, seed=args.seed)
     rc: RootCanal | None = None
     if args.controller == "bumble":
         hosts.extend(HostPort(i, spec, args, air) for i, spec in enumerate(args.host))
+        for host in hosts:
+            air.add_host(host.controller, host.index)
     peripherals: list[LedPeripheral] = []
     transports = []
     device_snoop_files: list = []
@@ -264,7 +346,8 @@ async def run(args) -> int:
                 transports.append(transport)
                 device_host = Host(transport.source, transport.sink)
             else:
-                controller = Controller(f"P{index}", link=air)
+                controller = DeviceController(f"P{index}", link=air, timed=args.timed_air)
+                air.add_device(controller, opts.name)
                 device_host = Host(controller, AsyncPipeSink(controller))
             if args.device_snoop:
                 # Bumble's own btsnoop writer on the peripheral's host: a capture
@@ -298,6 +381,14 @@ async def run(args) -> int:
                 "host_addresses": [None for _ in args.host],
                 "rootcanal_dir": str(rc.workdir),
             }
+        rooms_info: dict = {}
+        if args.ranges or args.range_default is not None or args.rssi_noise:
+            for host_index, device, rssi in args.ranges:
+                emit({"event": "range", "host": host_index, "device": device, "rssi": rssi})
+            rooms_info = rooms.describe()
+        if args.timed_air:
+            emit({"event": "timed_air", "on": True})
+            rooms_info["timed_air"] = True
         emit({
             "event": "ready",
             "pid": os.getpid(),
@@ -306,6 +397,7 @@ async def run(args) -> int:
             "legacy_reports": bool(args.legacy_reports),
             "spec_controller": bool(args.spec_controller),
             "devices": [p.describe() for p in peripherals],
+            **rooms_info,
         })
 
         await stop.wait()
@@ -333,7 +425,7 @@ async def run(args) -> int:
     return 0
 
 
-async def stdin_command(line: str, hosts: list[HostPort]) -> None:
+async def stdin_command(line: str, hosts: list[HostPort], air: Air) -> None:
     """One --stdin-commands line (see STDIN_HELP); answered with a stdin_command event."""
     words = line.split()
     try:
@@ -347,8 +439,11 @@ async def stdin_command(line: str, hosts: list[HostPort]) -> None:
             fault = HostFault(words[1])
             for host in hosts:
                 host.controller.faults.append(fault)
+        elif words[0] == "range" and len(words) == 4:
+            air.set_range(int(words[1]), words[2], parse_rssi(words[3]))
         else:
-            raise ValueError("unknown command (known: hw_error [CODE] [HOST], close [HOST], fault FAULT)")
+            raise ValueError("unknown command (known: hw_error [CODE] [HOST], close [HOST], fault FAULT, "
+                             "range H DEVICE RSSI|none)")
     except (ValueError, IndexError, OSError) as error:
         emit({"event": "stdin_command", "line": line, "ok": False, "detail": str(error)})
         return

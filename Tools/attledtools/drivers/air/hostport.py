@@ -164,6 +164,7 @@ class HostPort:
         self.controller = HostController(
             f"H{index}", link, self.public_address, legacy=args.legacy_reports, spec=args.spec_controller,
             index=index, faults=args.host_faults, stock_states=not getattr(args, "scan_while_initiating", False),
+            timed=getattr(args, "timed_air", False),
         )
         self.server: SingleHostServer | None = None
         self.transport = None  # a Bumble transport (pty and other specs)

@@ -1,0 +1,294 @@
+import Attled
+import AttledLED
+import MQTT
+import AttledHomeAssistant
+
+/// What this gateway hears of one lamp on its own radio.
+struct OwnHearing {
+    var address: DeviceAddress
+    /// The last report (the keeper is offered it again when the lamp's turn comes).
+    var report: DiscoveredDevice
+    /// Exponentially smoothed RSSI (a quarter of each new report).
+    var rssi: Double
+    var lastHeard: Instant
+    var name: String?
+    /// When connect attempts failed (kept for `SharePolicy.failureWindowMs`).
+    var failures: [Instant] = []
+}
+
+/// A command the holder has not yet confirmed (`<node>/applied`): a gateway
+/// that becomes the lamp's holder carries it out.
+struct PendingCommand {
+    var payload: [UInt8]
+    var digest: String
+}
+
+/// Several gateways on one broker (Sharing.swift for the messages): each
+/// says what it hears, every one runs the holder rule on the same retained
+/// inputs, the one the rule picks connects, the others stand by; a gateway
+/// away from the broker drops its links; a survivor marks a dead holder's
+/// lamps offline.
+extension Gateway {
+
+    // MARK: hearing
+
+    /// Follows the current stack's advertising reports (again after the controller was reopened).
+    func hookCentral() {
+        guard let st = keeper.stack, centralHook?.stack != ObjectIdentifier(st) else { return }
+        let token = st.central.subscribe { [weak self] e in
+            if case let .deviceSeen(d) = e { self?.seen(d) }
+        }
+        centralHook = (ObjectIdentifier(st), token)
+    }
+
+    private func seen(_ d: DiscoveredDevice) {
+        guard d.connectable, config.wants(d), let node = HATopics.nodeID(d.address.address.description) else { return }
+        let now = Instant.now()
+        var h = hearing[node] ?? OwnHearing(address: d.address, report: d, rssi: Double(d.rssi), lastHeard: now)
+        h.report = d
+        let fresh = hearing[node] == nil || h.lastHeard.msSince(now) > 0 || now.msSince(h.lastHeard) > config.sharing.heardWindowMs
+        h.rssi = fresh ? Double(d.rssi) : h.rssi * 0.75 + Double(d.rssi) * 0.25
+        h.lastHeard = now
+        h.address = d.address
+        if let n = d.name { h.name = n }
+        hearing[node] = h
+        shared.advertised(node, at: now)
+        // A lamp newly heard: the others learn it at once, not at the next heartbeat.
+        if fresh { publishHeardSoon() }
+        // Its turn may have come since the keeper last asked (a rank delay
+        // over, a holder gone): judged again on every report.
+        if keeper.devices[d.address.address] == nil { keeper.consider(d) }
+    }
+
+    /// This gateway's report of `node` (nil: it neither hears nor holds it).
+    func ownHearing(_ node: String, at now: Instant) -> LampHearing? {
+        let holding = heldLamp(node) != nil
+        guard let h = hearing[node] else { return nil }
+        guard holding || now.msSince(h.lastHeard) <= config.sharing.heardWindowMs else { return nil }
+        let fails = h.failures.filter { now.msSince($0) <= config.sharing.failureWindowMs }.count
+        return LampHearing(rssi: Int(h.rssi.rounded()), failures: fails, holding: holding, name: h.name)
+    }
+
+    /// The lamp `node` when this gateway has a link to it.
+    func heldLamp(_ node: String) -> GatewayLamp? {
+        guard let h = hearing[node], let l = lamps[h.address.address], l.link != nil, l.device.mode != .onDemand || l.link != nil else { return nil }
+        return l
+    }
+
+    /// Free connection slots: what the controller (or `--max-links`) holds less the links up.
+    var freeSlots: Int {
+        max(0, (keeper.slotCount ?? config.keeper.maxLinks ?? 3) - keeper.linkCount)
+    }
+
+    func connectFailed(_ d: KeptDevice) {
+        guard let node = HATopics.nodeID(d.address.address.description), hearing[node] != nil else { return }
+        let now = Instant.now()
+        hearing[node]?.failures.removeAll { now.msSince($0) > config.sharing.failureWindowMs }
+        hearing[node]?.failures.append(now)
+    }
+
+    // MARK: the heartbeat
+
+    /// The `heard` message now: beat, free slots, every lamp heard or held.
+    func hearingMessage(at now: Instant) -> GatewayHearing {
+        var lamps: [String: LampHearing] = [:]
+        for node in hearing.keys { if let l = ownHearing(node, at: now) { lamps[node] = l } }
+        return GatewayHearing(beat: beat, slots: freeSlots, lamps: lamps)
+    }
+
+    func publishHeard() {
+        guard let c = mqtt, c.state == .connected else { return }
+        beat += 1
+        let m = hearingMessage(at: Instant.now())
+        do {
+            _ = try c.publish(topic: topics.heard, payload: m.json.serializedBytes, qos: .atMostOnce, retain: true,
+                              expirySeconds: config.sharing.heardExpirySeconds)
+            sharedCounters.published += 1
+        } catch { log("gateway: MQTT: publish \(topics.heard): \(error)") }
+    }
+
+    /// The report goes out on the next turn of the loop (changes coalesce).
+    func publishHeardSoon() {
+        guard heardSoon == nil else { return }
+        heardSoon = loop.schedule(afterMs: 0) { [weak self] in
+            self?.heardSoon = nil
+            self?.publishHeard()
+        }
+    }
+
+    /// The heartbeat and the rule's clock: the report every `heartbeatMs`,
+    /// the decisions every 250 ms.
+    func startSharing() {
+        if heartbeatTimer == nil { scheduleHeartbeat() }
+        if decideTimer == nil { scheduleDecisions() }
+    }
+
+    private func scheduleHeartbeat() {
+        heartbeatTimer = loop.schedule(afterMs: config.sharing.heartbeatMs) { [weak self] in
+            guard let self, !self.keeper.stopping else { return }
+            self.publishHeard()
+            self.scheduleHeartbeat()
+        }
+    }
+
+    private func scheduleDecisions() {
+        decideTimer = loop.schedule(afterMs: 250) { [weak self] in
+            guard let self, !self.keeper.stopping else { return }
+            self.decide()
+            self.scheduleDecisions()
+        }
+    }
+
+    // MARK: decisions
+
+    /// Whether this gateway may decide at all: on the broker, not fenced, and
+    /// long enough after connecting to have read the others' retained reports.
+    var sharingSettled: Bool {
+        guard let c = mqtt, c.state == .connected, !fenced, let t = settledAt else { return false }
+        return Instant.now() >= t
+    }
+
+    /// Whether this gateway connects to the lamp `d` now (the keeper asks on
+    /// each report of a lamp it has not adopted).
+    func mayConnect(_ d: DiscoveredDevice) -> Bool {
+        guard sharingSettled, let node = HATopics.nodeID(d.address.address.description) else { return false }
+        let now = Instant.now()
+        let own = ownHearing(node, at: now)
+        return shared.action(node, own: own, ownSlots: freeSlots, at: now) == .connect(afterMs: 0)
+            || shared.onDemandTurn(node, own: own, at: now)
+    }
+
+    /// The rule applied to every lamp: links released where another gateway
+    /// holds the lamp, attempts given up where this gateway no longer ranks;
+    /// a dead holder's lamps marked offline.
+    func decide() {
+        guard sharingSettled else { return }
+        let now = Instant.now()
+        var holding = Set<String>()
+        for node in hearing.keys {
+            let own = ownHearing(node, at: now)
+            if own?.holding == true { holding.insert(node) }
+            let a = shared.action(node, own: own, ownSlots: freeSlots, at: now)
+            guard let h = hearing[node] else { continue }
+            guard let l = lamps[h.address.address], keeper.devices[h.address.address] === l.device else {
+                // Its turn came (a rank delay over, a holder gone, the start-up
+                // settled) since it was last heard: offered now, not at its next
+                // advertisement.
+                if own != nil, keeper.devices[h.address.address] == nil, a == .connect(afterMs: 0) || shared.onDemandTurn(node, own: own, at: now) {
+                    keeper.consider(h.report)
+                }
+                continue
+            }
+            switch a {
+            case .release:
+                let keeps = shared.holder(node, own: own, ownSlots: freeSlots, at: now) ?? "?"
+                log("gateway: \(l.label): \(keeps) holds it too and keeps it: releasing")
+                sharedCounters.released += 1
+                keeper.release(l.device)
+            case .standBy where l.link == nil && !shared.onDemandTurn(node, own: own, at: now):
+                // Adopted while it ranked first; another gateway holds it now or ranks above.
+                keeper.release(l.device)
+            case .standBy, .keep, .connect: break
+            }
+        }
+        for node in shared.orphans(ownHolding: holding, at: now) {
+            let holder = shared.holderRecord[node] ?? "?"
+            log("gateway: \(shared.name(of: node) ?? node): its holder \(holder) is gone: offline until a gateway takes it")
+            shared.availability(node, HomeAssistant.offline)
+            publish("\(topics.topicPrefix)/\(node)/availability", HomeAssistant.offline, retain: true)
+        }
+    }
+
+    // MARK: the broker
+
+    /// Shared topics to subscribe to.
+    var sharedSubscriptions: [String] {
+        ["heard", "availability", "holder", "applied"].map { "\(topics.topicPrefix)/+/\($0)" }
+    }
+
+    /// A message on a shared topic; false: not one.
+    func sharedMessage(_ topic: String, _ payload: [UInt8]) -> Bool {
+        let prefix = topics.topicPrefix + "/"
+        guard topic.hasPrefix(prefix) else { return false }
+        let rest = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 2 else { return false }
+        let id = String(rest[0])
+        let now = Instant.now()
+        switch rest[1] {
+        case "heard":
+            shared.heard(id, payload.isEmpty ? nil : GatewayHearing.parse(payload), at: now)
+        case "availability":
+            shared.availability(id, payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self))
+        case "holder":
+            let g = (try? JSONValue.parse(payload, maxDepth: 4))?["holder"]?.stringValue
+            shared.holderRecord(id, g)
+        case "applied":
+            let digest = (try? JSONValue.parse(payload, maxDepth: 4))?["digest"]?.stringValue
+            if let d = digest, pending[id]?.digest == d { pending[id] = nil }
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// The broker went away: after `fenceAfterMs` without it this gateway
+    /// drops its links, since the others can no longer see what it holds.
+    func brokerAway() {
+        guard brokerDownSince == nil else { return }
+        brokerDownSince = Instant.now()
+        settledAt = nil
+        fenceTimer = loop.schedule(afterMs: config.sharing.fenceAfterMs) { [weak self] in
+            guard let self else { return }
+            self.fenceTimer = nil
+            guard self.brokerDownSince != nil, !self.keeper.stopping else { return }
+            self.fenced = true
+            let held = self.lamps.values.filter { $0.link != nil }
+            self.log("gateway: away from the broker for \(self.config.sharing.fenceAfterMs) ms: dropping \(held.count) lamp(s), which another gateway may take")
+            for l in held { self.keeper.release(l.device) }
+        }
+    }
+
+    /// Back on the broker: decisions resume once the others' retained reports are in.
+    func brokerBack() {
+        if let t = fenceTimer { loop.cancel(t) }
+        fenceTimer = nil
+        brokerDownSince = nil
+        fenced = false
+        settledAt = Instant.now().adding(ms: Self.settleMs)
+        publishHeard()
+        startSharing()
+    }
+
+    /// After connecting, the retained reports of the others arrive first.
+    static let settleMs = 1_000
+
+    // MARK: holding
+
+    /// This gateway set a lamp up: its holder record, and the command the
+    /// previous holder left unconfirmed.
+    func becameHolder(_ lamp: GatewayLamp, _ ha: HADevice) {
+        publish(topics.holder(ha), JSONValue.object([("holder", .string(topics.gatewayID))]).serialized, retain: true)
+        shared.holderRecord(ha.nodeID, topics.gatewayID)
+        publishHeardSoon()
+        if let p = pending[ha.nodeID], ha.kind == .light, let cmd = try? LightCommand.parse(p.payload) {
+            log("gateway: \(lamp.label): carrying out the last command, which no holder confirmed")
+            sharedCounters.replayed += 1
+            let base = lamp.wanted ?? lamp.light ?? .initial
+            lamp.wanted = base.applying(cmd)
+            lamp.wantedDigest = p.digest
+        }
+    }
+
+    /// The holder carried out the command with `digest`: the others forget it.
+    func applied(_ ha: HADevice, digest: String) {
+        if pending[ha.nodeID]?.digest == digest { pending[ha.nodeID] = nil }
+        publish(topics.applied(ha), JSONValue.object([("digest", .string(digest))]).serialized, retain: true)
+    }
+}
+
+/// Counts for `--status` and the soak's figures.
+struct SharingCounters {
+    var published = 0
+    var released = 0
+    var replayed = 0
+}

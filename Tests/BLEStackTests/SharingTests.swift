@@ -1,0 +1,146 @@
+import Testing
+@testable import BLEWire
+@testable import AttledJSON
+@testable import AttledGateway
+
+/// Several gateways on one broker (issue 31): what each publishes, read back;
+/// the decisions each draws from the others' retained reports, on a clock of
+/// the test's own.
+@Suite("Gateways sharing a broker")
+struct SharingTests {
+    let t0 = Instant(ns: 1_000_000_000_000)
+    func at(_ ms: Int) -> Instant { t0.adding(ms: ms) }
+
+    func hearing(_ lamps: [String: LampHearing], slots: Int = 2, beat: Int = 1) -> GatewayHearing {
+        GatewayHearing(beat: beat, slots: slots, lamps: lamps)
+    }
+
+    /// A view of gateway `me` with the others online.
+    func view(_ me: String, online: [String]) -> SharedView {
+        let v = SharedView(me: me)
+        for g in online { v.availability(g, "online") }
+        return v
+    }
+
+    @Test("a heard message reads back as written, in a stable byte order; garbage and out-of-range values are refused or clamped")
+    func heardRoundTrip() throws {
+        let h = hearing(["b": LampHearing(rssi: -70, failures: 2, holding: false), "a": LampHearing(rssi: -50, holding: true, name: "Lamp \"1\"")], slots: 1, beat: 7)
+        let bytes = h.json.serializedBytes
+        #expect(GatewayHearing.parse(bytes) == h)
+        #expect(String(decoding: bytes, as: UTF8.self).hasPrefix(#"{"beat":7,"slots":1,"lamps":{"a":"#), "lamps in node order")
+        #expect(GatewayHearing.parse(Array("not json".utf8)) == nil)
+        #expect(GatewayHearing.parse(Array(#"{"beat":1}"#.utf8)) == nil)
+        let odd = GatewayHearing.parse(Array(#"{"beat":1,"slots":-5,"lamps":{"x":{"rssi":500},"y":{"rssi":-60,"fail":99999}}}"#.utf8))
+        #expect(odd?.slots == 0)
+        #expect(odd?.lamps["x"] == nil, "an impossible RSSI drops the entry")
+        #expect(odd?.lamps["y"]?.failures == 1000)
+    }
+
+    @Test("three gateways, one lamp, nobody holding: the best RSSI connects at once, the next only after its rank delay, the third later")
+    func coldStart() {
+        let reports: [String: LampHearing] = ["a": LampHearing(rssi: -60), "b": LampHearing(rssi: -50), "c": LampHearing(rssi: -75)]
+        var actions: [String: [HolderAction]] = [:]
+        for me in ["a", "b", "c"] {
+            let v = view(me, online: ["a", "b", "c"])
+            for (g, l) in reports where g != me { v.heard(g, hearing(["L": l]), at: at(0)) }
+            actions[me] = [0, 1_499, 1_500, 3_000].map { v.action("L", own: reports[me], ownSlots: 2, at: at($0)) }
+        }
+        #expect(actions["b"] == [.connect(afterMs: 0), .connect(afterMs: 0), .connect(afterMs: 0), .connect(afterMs: 0)])
+        #expect(actions["a"] == [.standBy, .standBy, .connect(afterMs: 0), .connect(afterMs: 0)])
+        #expect(actions["c"] == [.standBy, .standBy, .standBy, .connect(afterMs: 0)])
+    }
+
+    @Test("a live holder is kept by everyone; when its availability goes offline (its will) the lamp is free again")
+    func holderAndWill() {
+        let v = view("a", online: ["a", "b"])
+        v.heard("b", hearing(["L": LampHearing(rssi: -80, holding: true)]), at: at(0))
+        let own = LampHearing(rssi: -40)
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(100)) == .standBy, "a healthy link is not taken away, even by a better gateway")
+        #expect(v.holder("L", own: own, ownSlots: 2, at: at(100)) == "b")
+        v.availability("b", "offline")
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(200)) == .connect(afterMs: 0))
+    }
+
+    @Test("a holder whose reports stop is gone after maxReportAgeMs; one that still reports while the lamp advertises is taken as gone after the override")
+    func staleAndAdvertising() {
+        let v = view("a", online: ["a", "b"])
+        v.heard("b", hearing(["L": LampHearing(rssi: -50, holding: true)]), at: at(0))
+        let own = LampHearing(rssi: -60)
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(5_900)) == .standBy)
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(6_100)) == .connect(afterMs: 0), "three missed heartbeats")
+        // Fresh report again, then the lamp is heard advertising: no link, whatever b says.
+        v.heard("b", hearing(["L": LampHearing(rssi: -50, holding: true)], beat: 2), at: at(7_000))
+        v.advertised("L", at: at(8_000))
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(8_000)) == .standBy, "an advertisement soon after the holder's report proves nothing")
+        v.advertised("L", at: at(9_600))
+        #expect(v.holder("L", own: own, ownSlots: 2, at: at(9_600)) == nil)
+        // b's ranking (it is not holding) is -50 against a's -60: b connects first, a after 1.5 s.
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(9_600)) == .standBy)
+        #expect(v.action("L", own: own, ownSlots: 2, at: at(11_100)) == .connect(afterMs: 0))
+    }
+
+    @Test("two holders after a partition heals: the lesser releases, the better keeps, the same on both sides")
+    func twoHolders() {
+        let a = view("a", online: ["a", "b"]), b = view("b", online: ["a", "b"])
+        a.heard("b", hearing(["L": LampHearing(rssi: -55, holding: true)]), at: at(0))
+        b.heard("a", hearing(["L": LampHearing(rssi: -70, holding: true)]), at: at(0))
+        #expect(a.action("L", own: LampHearing(rssi: -70, holding: true), ownSlots: 1, at: at(10)) == .release)
+        #expect(b.action("L", own: LampHearing(rssi: -55, holding: true), ownSlots: 1, at: at(10)) == .keep)
+    }
+
+    @Test("hysteresis: the last holder (its record) wins against a gateway up to 8 dB better, not 9")
+    func hysteresis() {
+        for (other, expect) in [(-52, HolderAction.connect(afterMs: 0)), (-51, .standBy)] {
+            let v = view("a", online: ["a", "b"])
+            v.holderRecord("L", "a")
+            v.heard("b", hearing(["L": LampHearing(rssi: other)]), at: at(0))
+            #expect(v.action("L", own: LampHearing(rssi: -60), ownSlots: 1, at: at(10)) == expect, "b at \(other) dBm")
+        }
+    }
+
+    @Test("no free slot, no connect: the lamp goes to the next gateway")
+    func slots() {
+        let v = view("a", online: ["a", "b"])
+        v.heard("b", hearing(["L": LampHearing(rssi: -80)], slots: 1), at: at(0))
+        #expect(v.action("L", own: LampHearing(rssi: -40), ownSlots: 0, at: at(10)) == .standBy)
+        let w = view("b", online: ["a", "b"])
+        w.heard("a", hearing(["L": LampHearing(rssi: -40)], slots: 0), at: at(0))
+        #expect(w.action("L", own: LampHearing(rssi: -80), ownSlots: 1, at: at(10)) == .connect(afterMs: 0))
+    }
+
+    @Test("orphans: a dead holder's lamps still online are for a survivor to mark offline; not while someone holds them, not its own")
+    func orphans() {
+        let v = view("a", online: ["a", "b", "c"])
+        v.holderRecord("L1", "b"); v.availability("L1", "online")
+        v.holderRecord("L2", "c"); v.availability("L2", "online")
+        v.holderRecord("L3", "a"); v.availability("L3", "online")
+        v.heard("b", hearing(["L1": LampHearing(rssi: -50, holding: true)]), at: at(0))
+        v.heard("c", hearing(["L2": LampHearing(rssi: -50, holding: true)]), at: at(0))
+        #expect(v.orphans(ownHolding: ["L3"], at: at(100)).isEmpty)
+        v.availability("b", "offline")
+        #expect(v.orphans(ownHolding: ["L3"], at: at(200)) == ["L1"])
+        v.availability("L1", "offline")
+        #expect(v.orphans(ownHolding: ["L3"], at: at(300)).isEmpty, "said once")
+        #expect(v.orphans(ownHolding: ["L3"], at: at(7_000)) == ["L2"], "c's reports went stale")
+        #expect(v.orphans(ownHolding: [], at: at(7_000)) == ["L2"], "this gateway's own record is never an orphan of its own")
+    }
+
+    @Test("a gateway's own heard message is not read back as another's; a removed report (empty retained payload) is forgotten")
+    func ownAndRemoved() {
+        let v = view("a", online: ["a", "b"])
+        v.heard("a", hearing(["L": LampHearing(rssi: -30, holding: true)]), at: at(0))
+        #expect(v.holder("L", own: nil, ownSlots: 0, at: at(10)) == nil)
+        v.heard("b", hearing(["L": LampHearing(rssi: -30, holding: true)]), at: at(0))
+        #expect(v.holder("L", own: nil, ownSlots: 0, at: at(10)) == "b")
+        v.heard("b", nil, at: at(20))
+        #expect(v.holder("L", own: nil, ownSlots: 0, at: at(30)) == nil)
+    }
+
+    @Test("command digests: 16 hex digits, equal for equal payloads, different for different ones")
+    func digests() {
+        let a = commandDigest(Array(#"{"state":"ON"}"#.utf8)), b = commandDigest(Array(#"{"state":"OFF"}"#.utf8))
+        #expect(a.count == 16 && b.count == 16 && a != b)
+        #expect(a == commandDigest(Array(#"{"state":"ON"}"#.utf8)))
+        #expect(commandDigest([]) == "cbf29ce484222325", "FNV-1a's offset basis for no bytes")
+    }
+}

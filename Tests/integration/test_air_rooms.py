@@ -1,0 +1,343 @@
+"""Rooms and timed air: vworld's air with a range matrix (who hears whom, at
+which RSSI), links lost at their supervision timeout, and connection events.
+
+Rooms (``--range H:DEVICE=RSSI|none``, ``--range-default``, ``--rssi-noise``,
+``--seed``, the stdin command ``range``): a host controller out of range of a
+lamp hears none of its advertising and cannot connect to it; in range, its
+advertising reports carry the matrix's RSSI (plus the noise); a link whose
+ends go out of range is held, and lost (reason 0x08 on both sides) when they
+stay apart for its supervision timeout.  Timed air (``--timed-air``): LL data
+at connection events, advertising at its interval plus advDelay.
+
+attled is the real binary; its scan lines show each device's RSSI
+("+ ADDR (random)   -62 dBm  \"Lamp1\" ..."), its --trace every report's
+("RSSI: -62 dBm").  Every wait has a deadline; nothing waits by sleeping.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+
+from attledtools import module_command
+from conftest import VWORLD, Running, run_attled
+from helpers import inject
+
+LAMP1, LAMP2 = "C0:11:22:33:44:55", "C0:11:22:33:44:56"  # the first two devices' default addresses
+CONNECTION_TIMEOUT = 0x08
+REMOTE_USER_TERMINATED = 0x13
+ONE_SHOT_TIMEOUT_MS = 2000  # attled's supervision timeout for a CLI run (BLEHCI ConnectionParameters.oneShot)
+LINK_LOST = 7  # attled's exit code when the link is lost
+
+TWO_ROOMS = ["--range", "0:Lamp1=-62", "--range", "1:Lamp2=-71", "--range-default", "none"]
+
+
+def scan_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith(("+ ", "~ "))]
+
+
+def trace_rssis(stderr: str) -> list[int]:
+    """Every advertising report's RSSI in attled's --trace, in order."""
+    return [int(m) for m in re.findall(r"^\s+RSSI: (-?\d+) dBm", stderr, re.MULTILINE)]
+
+
+def reports_from(lines: list[str], address: str) -> int:
+    """Advertising reports from ``address`` in --trace lines."""
+    return sum(f"Address: {address} (random)" in line for line in lines)
+
+
+# =============================================================================
+# Rooms: who hears whom
+# =============================================================================
+def test_each_host_hears_only_its_room(world):
+    # Host 0 and Lamp1 in one room, host 1 and Lamp2 in another.
+    w = world(devices=["Lamp1:pycom", "Lamp2:pycom"], hosts=["tcp", "tcp"], extra_args=TWO_ROOMS)
+    assert w.ready["range_default"] is None and w.ready["rssi_noise"] == 0
+    assert w.ready["ranges"] == [{"host": 0, "device": "Lamp1", "rssi": -62},
+                                 {"host": 1, "device": "Lamp2", "rssi": -71}]
+    assert [(e["host"], e["device"], e["rssi"]) for e in w.find({"event": "range"})] == [(0, "Lamp1", -62), (1, "Lamp2", -71)]
+    for host, (name, address, rssi) in enumerate((("Lamp1", LAMP1, -62), ("Lamp2", LAMP2, -71))):
+        r = run_attled(["scan", "-i", w.transport(host), "--timeout", "1"])
+        assert r.returncode == 0, r.stderr
+        lines = scan_lines(r.stdout)
+        assert len(lines) == 1, r.stdout
+        assert lines[0].startswith(f"+ {address} (random)") and f" {rssi} dBm " in lines[0] and f'"{name}"' in lines[0], lines
+
+
+def test_rssi_of_legacy_and_extended_reports(world):
+    # The matrix's RSSI in every report, legacy ones (--legacy-reports) as extended ones.
+    for legacy, subevent in ((False, "LE Extended Advertising Report (0x0d)"), (True, "LE Advertising Report (0x02)")):
+        w = world(devices=["Lamp1:pycom"], legacy=legacy, extra_args=["--range", "0:Lamp1=-83"])
+        r = run_attled(["scan", "-i", w.transport(), "--timeout", "0.5", "--trace"])
+        assert r.returncode == 0, r.stderr
+        assert subevent in r.stderr
+        rssis = trace_rssis(r.stderr)
+        assert len(rssis) >= 4 and set(rssis) == {-83}, rssis
+        w.stop()
+
+
+def test_out_of_range_host_cannot_connect(world):
+    w = world(devices=["Lamp1:pycom", "Lamp2:pycom"], hosts=["tcp", "tcp"], extra_args=TWO_ROOMS)
+    # By name: host 0 never hears Lamp2 ...
+    r = run_attled(["-i", w.transport(0), "--name", "Lamp2", "--rgb", "1,2,3", "--timeout", "1.5"])
+    assert r.returncode == 3, r.stderr
+    assert "no device named 'Lamp2' found" in r.stderr and "(1 other device(s) heard)" in r.stderr
+    # ... nor by address (no scan): the connection is never made, the lamp sees nothing.
+    r = run_attled(["-i", w.transport(0), "--address", LAMP2, "--rgb", "1,2,3", "--connect-timeout", "1000"])
+    assert r.returncode != 0, r.stderr
+    assert not w.find({"event": "connected"}), w.find({"event": "connected"})
+    # The host in Lamp2's room connects to it.
+    r = run_attled(["-i", w.transport(1), "--name", "Lamp2", "--rgb", "1,2,3"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "state", "device": "Lamp2", "rgb": [1, 2, 3]})
+
+
+def test_rssi_noise_stays_within_its_bound_and_repeats_with_the_seed(world):
+    def rssis(seed: int) -> list[int]:
+        w = world(devices=["Lamp1:pycom"], extra_args=["--range", "0:Lamp1=-60", "--rssi-noise", "4", "--seed", str(seed)])
+        r = run_attled(["scan", "-i", w.transport(), "--timeout", "0.6", "--trace"])
+        assert r.returncode == 0, r.stderr
+        w.stop()
+        found = trace_rssis(r.stderr)
+        assert len(found) >= 10, r.stderr
+        return found
+
+    first = rssis(7)
+    assert all(-64 <= v <= -56 for v in first), first
+    assert len(set(first)) >= 3, first  # noise there is
+    # One noise draw per report, from the scan's first report on: the same seed, the same RSSIs.
+    assert rssis(7)[:10] == first[:10]
+    assert rssis(8)[:10] != first[:10]
+
+
+def test_range_change_at_run_time_for_a_scanning_host(world):
+    # Lamp1 starts out of host 0's range; Lamp2 is heard all along (the clock of this test).
+    w = world(devices=["Lamp1:pycom", "Lamp2:pycom"],
+              extra_args=["--stdin-commands", "--range", "0:Lamp1=none", "--range", "0:Lamp2=-50"])
+    scan = Running(["scan", "-i", w.transport(), "--timeout", "20", "--trace"])
+    try:
+        scan.wait_line(f"Address: {LAMP2} (random)", count=4)
+        assert reports_from(scan.lines, LAMP1) == 0
+
+        # In range: Lamp1 appears, at its RSSI.
+        mark = w.mark()
+        inject(w, "range 0 Lamp1 -58")
+        w.wait_event({"event": "range", "host": 0, "device": "Lamp1", "rssi": -58}, since=mark)
+        w.wait_event({"event": "stdin_command", "line": "range 0 Lamp1 -58", "ok": True}, since=mark)
+        since = scan.mark()
+        scan.wait_line(f"Address: {LAMP1} (random)", since=since, timeout=5)
+        scan.wait_line("RSSI: -58 dBm", since=since, timeout=5)
+
+        # Out of range again: Lamp1 falls silent while Lamp2 goes on (at most a
+        # report or two already on their way to attled).
+        mark = w.mark()
+        inject(w, "range 0 Lamp1 none")
+        w.wait_event({"event": "range", "host": 0, "device": "Lamp1", "rssi": None}, since=mark)
+        since = scan.mark()
+        scan.wait_line(f"Address: {LAMP2} (random)", since=since, count=20, timeout=5)  # 10 advertising events
+        after = scan.lines[since:]
+        assert reports_from(after, LAMP1) <= 4, "\n".join(after)
+        assert reports_from(after, LAMP2) >= 20
+    finally:
+        scan.stop(signal.SIGINT)
+
+
+def test_stdin_range_errors(world):
+    w = world(devices=["Lamp1:pycom"], extra_args=["--stdin-commands"])
+    for line, detail in (("range 1 Lamp1 -50", "no host controller 1"), ("range 0 Lamp9 -50", "no device 'Lamp9'"),
+                         ("range 0 Lamp1 loud", "expected an int in dBm or none"), ("range 0 Lamp1 -200", "out of")):
+        mark = w.mark()
+        inject(w, line)
+        event = w.wait_event({"event": "stdin_command", "line": line}, since=mark)
+        assert event["ok"] is False and detail in event["detail"], event
+    assert not w.find({"event": "range"})
+
+
+def vworld_usage(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(module_command(VWORLD, *args), capture_output=True, text=True, timeout=30)
+
+
+def test_rooms_usage_errors():
+    host, lamp = ["--host", "tcp-server:127.0.0.1:0"], ["--device", "Lamp1:pycom"]
+    for args, message in (
+        (["--range", "1:Lamp1=-50"], "no host controller 1"),
+        (["--range", "0:Lamp2=-50"], "no --device named 'Lamp2'"),
+        (["--range", "0:Lamp1"], "expected H:DEVICE=RSSI|none"),
+        (["--range", "x:Lamp1=-50"], "H is a host controller index"),
+        (["--range-default", "loud"], "expected an int in dBm or none"),
+        (["--range-default", "30"], "out of -127..20 dBm"),
+        (["--rssi-noise", "-1"], "--rssi-noise: DB must be 0 or more"),
+    ):
+        r = vworld_usage(*host, *lamp, *args)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+    # Root Canal has its own air: rooms and timed air are Bumble's only.
+    r = vworld_usage("--controller", "rootcanal", *host, *lamp, "--range", "0:Lamp1=-50", "--range-default", "none",
+                     "--rssi-noise", "2", "--timed-air")
+    assert r.returncode == 2, r.stderr
+    assert "--range, --range-default, --rssi-noise, --timed-air: only with Bumble's controllers" in r.stderr, r.stderr
+
+
+# =============================================================================
+# Links out of range: held, then lost at the supervision timeout
+# =============================================================================
+def listening(w) -> Running:
+    """attled listening on the harness lamp (subscribed, the link held open)."""
+    a = Running(["-i", w.transport(), "--name", "Harness", "listen", "--trace"])
+    w.wait_event({"event": "subscribed", "device": "Harness"})
+    a.wait_line("Ctrl-C stops")
+    return a
+
+
+def test_link_lost_at_the_supervision_timeout(world):
+    w = world(devices=["Harness:harness"], extra_args=["--stdin-commands"])
+    a = listening(w)
+    try:
+        connected = w.wait_event({"event": "connected", "device": "Harness"})
+        mark = w.mark()
+        inject(w, "range 0 Harness none")
+        gone = w.wait_event({"event": "range", "host": 0, "device": "Harness", "rssi": None}, since=mark)
+        lost = w.wait_event({"event": "supervision_timeout"}, since=mark, timeout=ONE_SHOT_TIMEOUT_MS / 1000 + 5)
+        assert lost["host"] == 0 and lost["device"] == "Harness" and lost["reason"] == CONNECTION_TIMEOUT, lost
+        assert lost["timeout_ms"] == ONE_SHOT_TIMEOUT_MS and lost["device_handle"] == connected["handle"], lost
+        # Not before the timeout (vworld's clock, its events rounded to 0.1 ms).
+        assert lost["t"] - gone["t"] >= ONE_SHOT_TIMEOUT_MS / 1000 - 0.001, (gone, lost)
+        # Both ends see Connection Timeout: the lamp ...
+        w.wait_event({"event": "disconnected", "device": "Harness", "reason": CONNECTION_TIMEOUT}, since=mark)
+        # ... and attled, whose host controller's handle the event names.
+        assert a.finish(timeout=10) == LINK_LOST, a.stderr
+        assert re.search(r"Disconnection Complete.*\n(.*\n)*?\s+Handle: %d\n\s+Reason: Connection Timeout \(0x08\)"
+                         % lost["handle"], a.stderr), a.stderr[-3000:]
+        assert "attled: error:" in a.stderr and "Connection Timeout" in a.stderr.split("attled: error:")[-1], a.stderr[-2000:]
+        # The lamp advertises again, as after any link (unheard by host 0 until back in range).
+        w.wait_event({"event": "advertising", "device": "Harness"}, since=mark)
+    finally:
+        a.kill()
+
+
+def test_link_held_while_out_of_range_goes_on_when_back_in_time(world):
+    # The lamp notifies every 100 ms: what it sends while out of range is held
+    # and delivered when back in range, and the link lives on.
+    w = world(devices=["Harness:harness:notify_every=100"], extra_args=["--stdin-commands"])
+    a = listening(w)
+    try:
+        notified = "Handle Value Notification"
+        a.wait_line(notified, count=2)
+        mark = w.mark()
+        inject(w, "range 0 Harness none")
+        gone = w.wait_event({"event": "range", "host": 0, "device": "Harness", "rssi": None}, since=mark)
+        held_from = a.mark()
+        # Three notifications sent while apart (300 ms, well within the 2 s timeout).
+        sent = w.wait_events({"event": "notify", "device": "Harness", "periodic": True}, 3, since=mark)
+        assert a.count(notified, since=held_from) <= 1, a.lines[held_from:]  # one might have been on its way
+        inject(w, "range 0 Harness -60")
+        back = w.wait_event({"event": "range", "host": 0, "device": "Harness", "rssi": -60}, since=mark)
+        # Everything sent while apart reaches attled, in one burst.
+        a.wait_line(notified, since=held_from, count=len(sent), timeout=5)
+        # The link goes on past the moment the supervision timeout would have struck.
+        deadline_t = gone["t"] + ONE_SHOT_TIMEOUT_MS / 1000 + 0.5
+        late = w.wait_event(lambda e: e["event"] == "notify" and e["t"] > deadline_t, since=mark, timeout=10)
+        a.wait_line(notified, since=held_from, count=len(w.find({"event": "notify"}, since=mark)), timeout=5)
+        assert back["t"] - gone["t"] < ONE_SHOT_TIMEOUT_MS / 1000, (gone, back)
+        assert late["subscribed"] is True
+        assert not w.find({"event": "supervision_timeout"}) and not w.find({"event": "disconnected"}), w.format_events(mark)
+        assert a.p.poll() is None, a.stderr
+        # It ends as any listen does.
+        assert a.stop(signal.SIGINT) == 0, a.stderr
+        w.wait_event({"event": "disconnected", "device": "Harness", "reason": REMOTE_USER_TERMINATED}, since=mark)
+    finally:
+        a.kill()
+
+
+# =============================================================================
+# Timed air: connection events, advertising delays
+# =============================================================================
+def one_shot(w) -> tuple[dict, list[dict]]:
+    """attled sets Lamp1's colour (one-shot); the lamp's connected event and the ATT requests it got."""
+    mark = w.mark()
+    r = run_attled(["-i", w.transport(), "--name", "Lamp1", "--rgb", "1,2,3"])
+    assert r.returncode == 0, r.stderr
+    w.wait_event({"event": "disconnected", "device": "Lamp1", "reason": REMOTE_USER_TERMINATED}, since=mark)
+    connected = w.find({"event": "connected", "device": "Lamp1"}, since=mark)[0]
+    requests = w.find({"event": "att", "device": "Lamp1"}, since=mark)
+    writes = w.find({"event": "write", "device": "Lamp1"}, since=mark)
+    assert [e["value"] for e in writes] == ["01", "02", "03"], writes
+    assert "interval 7.50 ms" in r.stderr, r.stderr  # attled's one-shot connection interval
+    return connected, requests
+
+
+def test_timed_air_carries_att_at_connection_events(world):
+    w = world(devices=["Lamp1:pycom"])
+    assert "timed_air" not in w.ready
+    _, untimed = one_shot(w)
+    w.stop()
+
+    w = world(devices=["Lamp1:pycom"], extra_args=["--timed-air"])
+    assert w.ready["timed_air"] is True and w.find({"event": "timed_air", "on": True})
+    connected, timed = one_shot(w)
+    # The lamp's controller reports the CONNECT_IND's interval (Bumble's says 12.5 ms).
+    interval = connected["interval_ms"] / 1000
+    assert interval == 0.0075, connected
+    # Each request goes at a connection event, its response at the next event
+    # at the earliest, and attled's next request at the event after: requests
+    # two connection events apart at least.  The lamp sees each a little after
+    # its event (the loop's lateness, under a ms here): counted in intervals.
+    events_apart = [(b["t"] - a["t"]) / interval for a, b in zip(timed, timed[1:])]
+    assert len(events_apart) >= 3 and all(round(n) >= 2 for n in events_apart), events_apart
+    # Measurably longer than on the untimed air, where the whole exchange
+    # takes a few ms, far less than those intervals.
+    bound = (2 * (len(untimed) - 1) - 1) * interval  # less one interval: the lateness of the first
+    assert untimed[-1]["t"] - untimed[0]["t"] < bound <= timed[-1]["t"] - timed[0]["t"], (untimed, timed)
+
+
+def test_timed_air_advertises_at_interval_plus_adv_delay(world):
+    """Stamped advertisements (stamp=1: the air writes each event's number and
+    time in it): 20 ms apart plus advDelay (0-10 ms, 5 ms on average) with
+    --timed-air, where Bumble alone sends them every 20 ms."""
+    import asyncio
+
+    from bumble import hci
+    from bumble.device import Device
+    from bumble.transport import open_transport
+
+    from attledtools.peers import advstamp
+
+    def gaps_ms(w) -> list[float]:
+        async def scan() -> dict[int, int]:
+            stamps: dict[int, int] = {}
+            enough = asyncio.Event()
+
+            def heard(report) -> None:
+                stamp = advstamp.read_stamp(bytes(report.data))
+                if stamp is not None:
+                    stamps[stamp[0]] = stamp[1]
+                    if len(stamps) >= 30:
+                        enough.set()
+
+            transport = await open_transport(w.bumble_transport())
+            device = Device.with_hci("scanner", hci.Address("F0:00:00:00:00:09"), transport.source, transport.sink)
+            device.host.on("advertising_report", heard)
+            await device.power_on()
+            await device.start_scanning(active=False, filter_duplicates=False)
+            await asyncio.wait_for(enough.wait(), 5)
+            await device.stop_scanning()
+            await transport.close()
+            return stamps
+
+        stamps = asyncio.run(asyncio.wait_for(scan(), 10))
+        seqs = sorted(stamps)
+        assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs  # every event heard
+        return [(stamps[b] - stamps[a]) / 1e6 for a, b in zip(seqs, seqs[1:])]
+
+    device = "Tick:pycom:uuid=0,stamp=1,interval=20"
+    w = world(devices=[device])
+    stock = gaps_ms(w)
+    w.stop()
+    assert 19.9 <= sum(stock) / len(stock) < 21.5, stock
+
+    w = world(devices=[device], extra_args=["--timed-air"])
+    timed = gaps_ms(w)
+    assert min(timed) >= 19.9, timed
+    assert 21.5 <= sum(timed) / len(timed) <= 29, timed  # + 5 ms on average
+    assert max(timed) - min(timed) >= 2, timed  # a delay of its own for each event
