@@ -218,7 +218,16 @@ extension Gateway {
         case "heard":
             shared.heard(id, payload.isEmpty ? nil : GatewayHearing.parse(payload), at: now)
         case "availability":
-            shared.availability(id, payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self))
+            let value = payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self)
+            shared.availability(id, value)
+            // Another gateway took this one's lamp for orphaned (it could not
+            // see this one: a partition between brokers, now healed): it is not.
+            if value == HomeAssistant.offline, let l = heldLamp(id), l.device.phase == .ready, let ha = l.ha, ha.nodeID == id {
+                log("gateway: \(l.label): another gateway said it is offline; it is held here")
+                shared.availability(id, HomeAssistant.online)
+                publish(topics.availability(ha), HomeAssistant.online, retain: true)
+                publish(topics.holder(ha), JSONValue.object([("holder", .string(topics.gatewayID))]).serialized, retain: true)
+            }
         case "holder":
             let g = (try? JSONValue.parse(payload, maxDepth: 4))?["holder"]?.stringValue
             shared.holderRecord(id, g)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 class AttledProcess:
     def __init__(self, attled: str | Path, args: list[str], log: Path | None = None, stdout: bool = True,
-                 home: Path | None = None):
+                 home: Path | None = None, env: dict | None = None):
         self.home = str(home) if home is not None else tempfile.mkdtemp(prefix="attled-run-", dir="/tmp")
-        env = {**os.environ, "XDG_CACHE_HOME": f"{self.home}/cache", "XDG_STATE_HOME": f"{self.home}/state"}
+        env = {**os.environ, "XDG_CACHE_HOME": f"{self.home}/cache", "XDG_STATE_HOME": f"{self.home}/state", **(env or {})}
         self.args = [str(attled), *args]
         self.log = log
         self.p = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
