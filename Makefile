@@ -12,7 +12,7 @@ APT_PACKAGES := libbluetooth-dev libssl-dev libmosquitto-dev mosquitto openssl
 STAMP := .build/.stamps
 
 .PHONY: check-debian-swift arm64 test-arm64 deb
-.PHONY: all build release bench soak soak-gateway soak-gateway-run fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
+.PHONY: all build release bench soak soak-gateway soak-gateway-run soak-gateways fuzz test-kernel setup deps test-deps venv demo test test-unit test-integration clean
 
 all: build
 
@@ -101,6 +101,13 @@ soak: setup build
 # broker restarted at random times; final states, nothing lost after the last
 # restart, flat memory (see Tools/attledtools/soak/gatewaysoak.py; SOAK_SEED=N to vary).
 SOAK_SEED ?= 1
+# Three gateways sharing six lamps in three rooms for 10 minutes, a fault every 20 s
+# (kill -9, a hang killed by the watchdog, a lamp moving, a bridge partition), commands
+# at 5 Hz, +-8 dB noise: failover times, holder changes, double links, commands applied
+# (see Tools/attledtools/soak/fleetsoak.py).
+soak-gateways: setup build
+	$(TOOL) attledtools.soak.fleetsoak --duration $(or $(SOAK_SECONDS),600) --seed $(SOAK_SEED) --json .build/fleetsoak.json
+
 soak-gateway: setup build soak-gateway-run
 soak-gateway-run:
 	$(TOOL) attledtools.soak.gatewaysoak --attled .build/debug/attled -n 10000 --seed $(SOAK_SEED) --json .build/gatewaysoak.json

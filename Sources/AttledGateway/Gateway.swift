@@ -61,6 +61,8 @@ public final class Gateway {
     /// watchdog's keep-alive from the loop (a hung loop stops it, and
     /// systemd kills and restarts the gateway), stopping.
     let systemd = SystemdNotify()
+    /// For the figures logged at the end.
+    let startedAt = Instant.now()
 
     /// - Parameters:
     ///   - config: broker, topics, lamps, policies.
@@ -132,7 +134,10 @@ public final class Gateway {
     func keeperEvent(_ e: DeviceKeeper.Event) {
         switch e {
         case let .linkUp(d, link): lampUp(lamp(for: d), link)
-        case let .linkDown(d, _, planned): lampDown(lamp(for: d), planned: planned); publishHeardSoon()
+        case let .linkDown(d, _, planned):
+            lampDown(lamp(for: d), planned: planned)
+            lostHearing(d)
+            publishHeardSoon()
         case let .becameOnDemand(d, _): announceOnDemand(lamp(for: d))
         case .controllerLost:
             // The broker is still served while there is no controller.
@@ -290,7 +295,10 @@ public final class Gateway {
 
     private func publish(_ topic: String, _ payload: [UInt8], qos: MQTTQoS, retain: Bool) {
         guard let c = mqtt, c.state == .connected else { return }
-        do { _ = try c.publish(topic: topic, payload: payload, qos: qos, retain: retain) } catch { log("gateway: MQTT: publish \(topic): \(error)") }
+        do {
+            _ = try c.publish(topic: topic, payload: payload, qos: qos, retain: retain)
+            sharedCounters.published += 1
+        } catch { log("gateway: MQTT: publish \(topic): \(error)") }
     }
 
     /// SIGINT or SIGTERM: publishes `offline` for every lamp and the
@@ -303,7 +311,8 @@ public final class Gateway {
     func stop() -> HCIError {
         keeper.stop()
         systemd?.stopping()
-        log("gateway: stopping")
+        let ms = max(1, Instant.now().msSince(startedAt)), tenths = sharedCounters.published * 10_000 / ms
+        log("gateway: stopping (\(sharedCounters.published) MQTT messages published in \(ms / 1000) s, \(tenths / 10).\(tenths % 10)/s; \(sharedCounters.replayed) command(s) carried out for a previous holder, \(sharedCounters.released) lamp(s) released to another holder)")
         if let c = mqtt, c.state == .connected {
             for l in lamps.values where owns(l) { if let ha = l.ha { publish(topics.availability(ha), HomeAssistant.offline, qos: .atMostOnce) } }
             publish(topics.gatewayAvailability, HomeAssistant.offline, qos: .atMostOnce)

@@ -75,9 +75,21 @@ extension Gateway {
         return l
     }
 
-    /// Free connection slots: what the controller (or `--max-links`) holds less the links up.
+    /// Free connection slots: what the controller (or `--max-links`) holds
+    /// less the links up; 1 while neither is known (the controller says how
+    /// many it holds only by refusing one more).
     var freeSlots: Int {
-        max(0, (keeper.slotCount ?? config.keeper.maxLinks ?? 3) - keeper.linkCount)
+        guard let limit = keeper.slotCount else { return 1 }
+        return max(0, limit - keeper.linkCount)
+    }
+
+    /// A link ended: what this gateway heard of the lamp dates from before
+    /// it (a lamp with a link does not advertise), so it reports the lamp
+    /// again only once it hears it again: a holder that lost its lamp out of
+    /// range does not rank first on its old signal and its hysteresis.
+    func lostHearing(_ d: KeptDevice) {
+        guard let node = HATopics.nodeID(d.address.address.description) else { return }
+        hearing[node]?.lastHeard = .distantPast
     }
 
     func connectFailed(_ d: KeptDevice) {
@@ -279,12 +291,30 @@ extension Gateway {
         publish(topics.holder(ha), JSONValue.object([("holder", .string(topics.gatewayID))]).serialized, retain: true)
         shared.holderRecord(ha.nodeID, topics.gatewayID)
         publishHeardSoon()
+        // What to write now is the newest command no holder confirmed (this
+        // gateway's own included), on top of the colour read back; a write
+        // left over from an earlier link is not: it may be older than what
+        // another holder wrote since.
+        let leftOver = lamp.wantedDigest
+        lamp.wanted = nil
+        lamp.wantedDigest = nil
         if let p = pending[ha.nodeID], ha.kind == .light, let cmd = try? LightCommand.parse(p.payload) {
-            log("gateway: \(lamp.label): carrying out the last command, which no holder confirmed")
-            sharedCounters.replayed += 1
-            let base = lamp.wanted ?? lamp.light ?? .initial
-            lamp.wanted = base.applying(cmd)
+            lamp.wanted = (lamp.light ?? .initial).applying(cmd)
             lamp.wantedDigest = p.digest
+            if p.digest != leftOver { log("gateway: \(lamp.label): the last command, which no holder confirmed, is for this gateway to carry out") }
+        }
+        // The colour was read back on connect: a write the previous holder
+        // (or this gateway, before its link dropped) made but had no time to
+        // confirm is on the lamp already, and is not made twice.
+        if let want = lamp.wanted, let shown = lamp.light?.deviceColour, want.deviceColour == shown {
+            log("gateway: \(lamp.label): the lamp shows the colour asked for already: confirmed, not written again")
+            lamp.light = want
+            lamp.wanted = nil
+            publish(want.stateMessage(ha, topics: topics), qos: .atMostOnce)
+            if let d = lamp.wantedDigest { applied(ha, digest: d) }
+            lamp.wantedDigest = nil
+        } else if lamp.wanted != nil, lamp.wantedDigest != nil {
+            sharedCounters.replayed += 1
         }
     }
 

@@ -47,6 +47,8 @@ def fleet(request):
             print("--- MQTT:\n" + "\n".join(f"{m.at:.3f} {m.topic} {'R ' if m.retain else ''}{m.text[:160]}"
                                           for m in f.watcher.messages[-300:]))
         f.stop()
+        if not failed:
+            f.remove()
 
 
 def status(f: Fleet, broker: int = 0) -> str:
