@@ -2,6 +2,8 @@ import Testing
 @testable import BLEWire
 @testable import AttledJSON
 @testable import AttledGateway
+@testable import BLETransport
+import Glibc
 
 /// Several gateways on one broker (issue 31): what each publishes, read back;
 /// the decisions each draws from the others' retained reports, on a clock of
@@ -142,5 +144,63 @@ struct SharingTests {
         #expect(a.count == 16 && b.count == 16 && a != b)
         #expect(a == commandDigest(Array(#"{"state":"ON"}"#.utf8)))
         #expect(commandDigest([]) == "cbf29ce484222325", "FNV-1a's offset basis for no bytes")
+    }
+}
+
+/// `attled gateway --status`'s report, from a view filled by hand.
+@Suite("Gateways sharing a broker: --status")
+struct GatewayStatusTextTests {
+    @Test("the report names every gateway and lamp, the holder, who connects next, and why the others may not")
+    func report() {
+        let t0 = Instant(ns: 1_000_000_000_000)
+        let v = SharedView(me: "")
+        v.availability("hall", "online"); v.availability("kitchen", "online"); v.availability("attic", "offline")
+        v.holderRecord("l1", "hall")
+        v.heard("hall", GatewayHearing(beat: 9, slots: 1, lamps: ["l1": LampHearing(rssi: -50, holding: true, name: "Lamp1"), "l2": LampHearing(rssi: -95)]), at: t0)
+        v.heard("kitchen", GatewayHearing(beat: 4, slots: 0, lamps: ["l1": LampHearing(rssi: -70, failures: 2), "l2": LampHearing(rssi: -60)]), at: t0)
+        v.heard("attic", GatewayHearing(beat: 2, slots: 2, lamps: ["l2": LampHearing(rssi: -40)]), at: t0)
+        let text = GatewayStatus.text(v, at: t0.adding(ms: 1_500))
+        #expect(text.contains("gateways (3):"))
+        #expect(text.contains("hall: online, report 1.5 s old (beat 9), 1 free slot(s), hears 2 lamp(s)"))
+        #expect(text.contains("attic: offline"))
+        #expect(text.contains("Lamp1 (l1): held by hall"))
+        #expect(text.contains("hall: -50 dBm, holding, score -42, +8 as the last holder"))
+        #expect(text.contains("kitchen: -70 dBm, score -82, 2 failed connect(s) (not eligible: no free slot)"))
+        #expect(text.contains("l2: no holder, and no gateway may take it"))
+        #expect(text.contains("attic: -40 dBm, score -40 (not eligible: offline)"))
+        #expect(text.contains("hall: -95 dBm, score -95 (not eligible: below -90 dBm)"))
+    }
+}
+
+/// systemd's notification protocol, judged by a datagram socket of the test's own.
+@Suite("systemd notifications")
+struct SystemdNotifyTests {
+    @Test("READY, WATCHDOG and STOPPING reach $NOTIFY_SOCKET; the watchdog interval is half of WATCHDOG_USEC; nothing without the variable")
+    func notify() throws {
+        #expect(SystemdNotify(environment: [:]) == nil)
+        let path = "/tmp/attled-notify-test-\(getpid()).sock"
+        unlink(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { close(fd); unlink(path) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        #expect(bound == 0)
+        let n = try #require(SystemdNotify(environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "3000000"]))
+        #expect(n.watchdogIntervalMs == 1500)
+        n.ready("up")
+        n.alive()
+        n.stopping()
+        var got: [String] = []
+        for _ in 0..<3 {
+            var buf = [UInt8](repeating: 0, count: 256)
+            let r = recv(fd, &buf, buf.count, Int32(MSG_DONTWAIT))
+            if r > 0 { got.append(String(decoding: buf[0..<r], as: UTF8.self)) }
+        }
+        #expect(got == ["READY=1\nSTATUS=up", "WATCHDOG=1", "STOPPING=1"])
+        let other = try #require(SystemdNotify(environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "3000000", "WATCHDOG_PID": "1"]))
+        #expect(other.watchdogIntervalMs == nil, "the watchdog is for another process")
     }
 }
