@@ -198,7 +198,12 @@ extension Gateway {
                 sharedCounters.released += 1
                 keeper.release(l.device)
             case .standBy where l.link == nil && !shared.onDemandTurn(node, own: own, at: now):
-                // Adopted while it ranked first; another gateway holds it now or ranks above.
+                // Adopted while it ranked first; another gateway holds it now
+                // or ranks above. A lamp this gateway lost and no longer hears
+                // (it reports it again only once heard again) stays claimed
+                // (the controller's accept list takes it back at its first
+                // advertisement) unless another gateway holds it or may take it.
+                if own == nil && !shared.othersMayTake(node, at: now) { break }
                 keeper.release(l.device)
             case .standBy, .keep, .connect: break
             }

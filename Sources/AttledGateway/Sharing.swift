@@ -221,6 +221,14 @@ public final class SharedView {
         return rule.ranking(lamp: node, reports: slotBlind, lastHolder: last).first?.gateway == me
     }
 
+    /// Whether another gateway holds `node`, or is eligible to connect to it.
+    public func othersMayTake(_ node: String, at now: Instant) -> Bool {
+        let rs = reports(node, own: nil, ownSlots: 0, at: now)
+        let last = holderRecord[node]
+        return policy.rule.holder(lamp: node, reports: rs, lastHolder: last) != nil
+            || !policy.rule.ranking(lamp: node, reports: rs, lastHolder: last).isEmpty
+    }
+
     /// The live holder of `node` by the rule (this gateway included).
     public func holder(_ node: String, own: LampHearing?, ownSlots: Int, at now: Instant) -> String? {
         policy.rule.holder(lamp: node, reports: reports(node, own: own, ownSlots: ownSlots, at: now), lastHolder: holderRecord[node])
