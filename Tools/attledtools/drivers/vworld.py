@@ -270,6 +270,10 @@ async def run(args) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     hosts: list[HostPort] = []
+    rooms = Rooms(default=args.range_default_rssi, noise=args.rssi_noise, seed=args.seed)
+    for host_index, device, rssi in args.ranges:
+        rooms.set(host_index, device, rssi)  # in force before anything is on the air
+    air = Air(rooms, timed=args.timed_air, seed=args.seed)
     if args.exit_on_stdin_eof or args.stdin_commands:
         fd = sys.stdin.fileno()
         pending = bytearray()
@@ -297,10 +301,6 @@ async def run(args) -> int:
     if args.lifetime > 0:
         loop.call_later(args.lifetime, stop.set)
 
-    rooms = Rooms(default=args.range_default_rssi, noise=args.rssi_noise, seed=args.seed)
-    for host_index, device, rssi in args.ranges:
-        rooms.set(host_index, device, rssi)  # in force before anything is on the air
-    air = Air(rooms, timed=args.timed_air, seed=args.seed)
     rc: RootCanal | None = None
     if args.controller == "bumble":
         hosts.extend(HostPort(i, spec, args, air) for i, spec in enumerate(args.host))
