@@ -71,14 +71,18 @@ public struct ConnectionParameters: Hashable, Sendable, HCIListEntry {
     public static let oneShot = ConnectionParameters(intervalMin: 0x0006, intervalMax: 0x000C, latency: 0, supervisionTimeout: 0x00C8)
 
     /// For a link kept up while idle (the gateway, after a quiet spell):
-    /// 30 ms, no peripheral latency, 4 s supervision timeout. LED lamps are
+    /// 15 ms, no peripheral latency, 4 s supervision timeout. LED lamps are
     /// mains-powered, so the idle policy is chosen for the first command's
     /// latency: a command's writes go out before the update back to the
-    /// short interval takes effect (its instant is at least 6 events away),
-    /// so a pycom colour (3 Write Requests) costs 3 x 30 = 90 ms of air time
-    /// on an idle link (`make bench` reports the model; it was up to 3 x 200
-    /// ms plus 4 skipped events at 100-200 ms with latency 4).
-    public static let idle = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0018, latency: 0, supervisionTimeout: 0x0190)
+    /// short interval takes effect (its instant is at least 6 events away).
+    /// An ATT round trip takes two connection events (the request at one,
+    /// the response at the next: no peer answers within the 150 us
+    /// turnaround), so a pycom colour (3 Write Requests) reaches the lamp's
+    /// last characteristic 4 intervals after its first event, plus the wait
+    /// for that event: 4.5 x 15 = 68 ms on average (`make bench` measures it
+    /// on the timed air; at the former 30 ms it was 135 ms, and up to 3 x 200
+    /// ms plus skipped events at 100-200 ms with latency 4).
+    public static let idle = ConnectionParameters(intervalMin: 0x000C, intervalMax: 0x000C, latency: 0, supervisionTimeout: 0x0190)
 
     /// The range checks of Core Vol 4 Part E 7.8.12: interval 7.5 ms..4 s, latency <= 499,
     /// timeout 100 ms..32 s and longer than (1 + latency) * interval_max * 2.

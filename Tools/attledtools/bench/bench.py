@@ -38,8 +38,10 @@ ratio of the medians, 3-device / 1-device (the issue's target: at most 1.5x
 on each controller).
 
 Air time model: the virtual link delivers a packet at once, but on real radio
-every ATT request/response round trip costs at least one connection interval.
-The model is round trips (ATT requests the host sent) x the connection
+every ATT request/response round trip costs two connection events (the
+request at one, the answer at the next: no peer answers within the 150 us
+turnaround; the "gateway-air" section measures this on vworld --timed-air).
+The model is round trips (ATT requests the host sent) x 2 x the connection
 interval granted (attled's progress line "interval X ms"), next to what the
 same round trips cost at 30 ms, the minimum of the 30-50 ms attled asked for
 before it asked for 7.5-15 ms. With several links the links run concurrently:
@@ -56,9 +58,10 @@ from MQTT publish to the device's last Write Request (p50/p90/p99/max over
 writes after coalescing, ends on the last colour). Run it alone with
 `.venv/bin/python -m attledtools.bench.gatewaybench --attled .build/debug/attled`.
 
-Then "gateway-air" (issue 18, gatewayair.py): the air-time model of a
-gateway command on a fresh and on an idle link, on Root Canal (round trips x
-the interval in effect + latency x interval); at most 100 ms for a pycom lamp.
+Then "gateway-air" (issues 18 and 31, gatewayair.py): measured on a
+time-keeping air (vworld --timed-air), a gateway command from the publish to
+the lamp's last write, on a fresh and on an idle link (at most 100 ms for a
+pycom lamp), and one-shot `--rgb` runs, warm and cold, against the model.
 
 Then "proxy" (issue 30, proxybench.py): `attled proxy` against a reference
 Bluetooth proxy written with Bumble's host and aioesphomeapi's messages
@@ -126,6 +129,7 @@ def timed(cmd: list[str], env: dict | None, timeout: float = 30) -> dict:
 
 
 OLD_INTERVAL_MS = 30.0  # the low end of the 30-50 ms attled asked for before issue 11
+EVENTS_PER_ROUND_TRIP = 2  # an ATT round trip: the request at one connection event, the answer at the next
 INTERVAL_RE = re.compile(r"attled: (?:(.+?): )?connect\s.*\binterval ([\d.]+) ms")
 
 
@@ -150,7 +154,7 @@ def air_model(round_trips: int, interval_ms: float | None) -> tuple[float, float
     """(modelled air time at the granted interval, the same at OLD_INTERVAL_MS), ms."""
     if interval_ms is None or round_trips < 0:
         return (float("nan"), float("nan"))
-    return (round_trips * interval_ms, round_trips * OLD_INTERVAL_MS)
+    return (round_trips * EVENTS_PER_ROUND_TRIP * interval_ms, round_trips * EVENTS_PER_ROUND_TRIP * OLD_INTERVAL_MS)
 
 
 def air_line(kind: str, rs: list[dict], links: int = 1) -> str:
@@ -164,10 +168,10 @@ def air_line(kind: str, rs: list[dict], links: int = 1) -> str:
     iv = f"{ivs[0]:.2f}" if len(ivs) == 1 else f"{ivs[0]:.2f}-{ivs[-1]:.2f}"
     air, old = med([r["air"] for r in ok]), med([r["old"] for r in ok])
     if links == 1:
-        how = f"{med([r['rt'] for r in ok]):.0f} ATT round trips x {iv} ms = {air:.1f} ms"
+        how = f"{med([r['rt'] for r in ok]):.0f} ATT round trips x 2 events x {iv} ms = {air:.1f} ms"
     else:
         how = (f"{med([r['rt_max'] for r in ok]):.0f} ATT round trips on the longest of {links} concurrent links"
-               f" ({med([r['rt'] for r in ok]):.0f} in all) x {iv} ms = {air:.1f} ms"
+               f" ({med([r['rt'] for r in ok]):.0f} in all) x 2 events x {iv} ms = {air:.1f} ms"
                f" (all links: {med([r['air_sum'] for r in ok]):.1f} ms)")
     return f"{kind:14} air time model: {how}; at {OLD_INTERVAL_MS:.0f} ms: {old:.1f} ms (x{old / air:.1f})"
 
@@ -440,9 +444,9 @@ def multi_on(kind: str, args: argparse.Namespace, work: Path, base_env: dict, fi
             r["rt"] = sum(rt for rt, _ in links)
             r["rt_max"] = max(rt for rt, _ in links)
             r["ivs"] = [iv for _, iv in links]
-            r["air"] = max(rt * iv for rt, iv in links)
-            r["air_sum"] = sum(rt * iv for rt, iv in links)
-            r["old"] = max(rt * OLD_INTERVAL_MS for rt, _ in links)
+            r["air"] = max(rt * EVENTS_PER_ROUND_TRIP * iv for rt, iv in links)
+            r["air_sum"] = sum(rt * EVENTS_PER_ROUND_TRIP * iv for rt, iv in links)
+            r["old"] = max(rt * EVENTS_PER_ROUND_TRIP * OLD_INTERVAL_MS for rt, _ in links)
             r["total_ms"] = max(d.get("total_ms", 0) for d in docs)
             return r
 
@@ -529,7 +533,7 @@ def gateway_section(args: argparse.Namespace, figures: dict) -> int:
 
 
 def gateway_air_section(args: argparse.Namespace, figures: dict) -> int:
-    """The air-time model of a gateway command on a fresh and an idle link (gatewayair.py); returns failures."""
+    """A gateway command and one-shot runs measured on the timed air (gatewayair.py); returns failures."""
     from attledtools.bench import gatewayair
     return gatewayair.run(args.attled, figures)
 
@@ -552,7 +556,7 @@ def main() -> int:
                     help="comma-separated: compare (attled cold/warm vs Bumble), hci (HCI commands sent and "
                          "on the critical path, per controller, attled vs Bumble), multi (1 vs 3 devices, per "
                          "controller), binary (size, start-up, parsers), gateway (MQTT gateway latency vs a "
-                         "Bumble+paho reference), gateway-air (a gateway command's air time on Root Canal), "
+                         "Bumble+paho reference), gateway-air (a gateway command and one-shot runs measured on a time-keeping air), "
                          "proxy (attled proxy vs a Bumble reference proxy: write round trip, advertisement "
                          "latency, CPU under load, RSS, binary size); default: all")
     ap.add_argument("--gateway-n", type=int, default=300, help="gateway: commands per gateway (default 300)")
