@@ -228,6 +228,86 @@ def test_connect_ind_that_does_not_reach_the_device_fails_after_six_intervals():
     asyncio.run(asyncio.wait_for(run(), 5))
 
 
+@pytest.mark.parametrize("timed", [False, True], ids=["untimed", "timed"])
+def test_connect_ind_the_device_does_not_take_fails_after_six_intervals(timed):
+    """In process, without attled and without rooms: two centrals connect to one
+    advertising device from the same advertisement.  Bumble's centrals both
+    report their connection made; the device takes the CONNECT_IND that comes
+    first and, no longer advertising, ignores the other.  That central's
+    connection fails six connection intervals later with 0x3E, as on real air;
+    the winner's holds, its data goes through."""
+    from bumble import hci
+
+    from attledtools.drivers.air.controller import DeviceController, HostController
+    from attledtools.drivers.air.link import Air
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        air = Air(timed=timed)
+        hosts = [HostController(f"H{i}", air, f"F0:F1:F2:F3:F4:0{i + 1}", legacy=False, spec=False, timed=timed)
+                 for i in range(2)]
+        device = DeviceController("P0", air, timed=timed)
+        for i, host in enumerate(hosts):
+            air.add_host(host, i)
+        air.add_device(device, "Lamp1")
+        device.random_address = hci.Address(LAMP1)
+        received: list[asyncio.Queue] = [asyncio.Queue(), asyncio.Queue()]
+
+        class Sink:
+            def __init__(self, queue: asyncio.Queue):
+                self.queue = queue
+
+            def on_packet(self, packet: bytes) -> None:
+                self.queue.put_nowait((loop.time(), hci.HCI_Packet.from_bytes(packet)))
+
+        for host, queue in zip(hosts, received):
+            host.host = Sink(queue)
+            host.pending_le_connection = hci.HCI_LE_Create_Connection_Command(
+                le_scan_interval=16, le_scan_window=16, initiator_filter_policy=0, peer_address_type=1,
+                peer_address=hci.Address(LAMP1), own_address_type=0, connection_interval_min=6,
+                connection_interval_max=6, max_latency=0, supervision_timeout=200, min_ce_length=0, max_ce_length=0)
+        device.host = Sink(asyncio.Queue())
+        advertiser = device.le_legacy_advertiser
+        advertiser.own_address_type = hci.OwnAddressType.RANDOM
+        advertiser.advertising_type = hci.HCI_LE_Set_Advertising_Parameters_Command.AdvertisingType.ADV_IND
+        advertiser.advertising_interval_min = advertiser.advertising_interval_max = 0x00A0
+        t0 = loop.time()
+        advertiser.start()
+        completes = [await asyncio.wait_for(q.get(), 1) for q in received]
+        for _, complete in completes:
+            assert isinstance(complete, hci.HCI_LE_Connection_Complete_Event) and complete.status == 0, complete
+        assert len(device.le_connections) == 1 and not advertiser.enabled
+        (winner_address,) = device.le_connections
+        winner = next(i for i, h in enumerate(hosts) if h.public_address == winner_address)
+        loser = 1 - winner
+        t1, lost = await asyncio.wait_for(received[loser].get(), 1)
+        assert isinstance(lost, hci.HCI_Disconnection_Complete_Event), lost
+        assert lost.reason == hci.HCI_CONNECTION_FAILED_TO_BE_ESTABLISHED_ERROR, lost
+        assert lost.connection_handle == completes[loser][1].connection_handle, lost
+        assert t1 - t0 >= 6 * 0.0075 - 0.001, t1 - t0
+        assert not hosts[loser].le_connections
+        assert list(air.links) == [pair_key_of(hosts[winner].public_address, LAMP1)]
+        # The winner's link carries data both ways; nothing ends it.
+        peripheral_queue: asyncio.Queue = device.host.queue
+        while not peripheral_queue.empty():
+            peripheral_queue.get_nowait()
+        connection = hosts[winner].le_connections[hci.Address(LAMP1)]
+        air.send_acl_data(hosts[winner], hci.Address(LAMP1), connection.transport, b"\x01\x00\x04\x00\x0a")
+        _, data = await asyncio.wait_for(peripheral_queue.get(), 1)
+        assert isinstance(data, hci.HCI_AclDataPacket) and data.data == b"\x01\x00\x04\x00\x0a", data
+        await asyncio.sleep(0.2)
+        assert received[winner].empty() and len(hosts[winner].le_connections) == 1
+
+    asyncio.run(asyncio.wait_for(run(), 5))
+
+
+def pair_key_of(a, b) -> tuple[str, str]:
+    from bumble import hci
+
+    from attledtools.drivers.air.airlink import pair_key
+    return pair_key(hci.Address(str(a)), hci.Address(str(b)))
+
+
 def listening(w) -> Running:
     """attled listening on the harness lamp (subscribed, the link held open)."""
     a = Running(["-i", w.transport(), "--name", "Harness", "listen", "--trace"])

@@ -15,7 +15,14 @@ with reason 0x08 (Connection Timeout) and vworld prints a
 "supervision_timeout" event.  A CONNECT_IND that did not reach the peripheral
 leaves the central alone with its connection: it fails after six connection
 intervals with reason 0x3E (Connection Failed to be Established,
-Vol 6 Part B 4.5.2), "connection_failed" event.
+Vol 6 Part B 4.5.2), "connection_failed" event.  So does a CONNECT_IND that
+reached the peripheral but that its controller did not take (link.py tells,
+``not_taken``): Bumble's central reports its connection made as it sends the
+CONNECT_IND, and Bumble's peripheral ignores one that comes when it no longer
+advertises connectable (another central's CONNECT_IND got there first, or it
+is connected already).  Such a connection carries nothing: the central's PDUs
+go nowhere (nothing answers), and its end is 0x3E, not the host's own ATT
+timeout; a central whose host disconnects it first just lets it go, no event.
 
 Timed air: the connection's events are at its anchor (the CONNECT_IND's time)
 plus multiples of its interval; a PDU goes at the first event after it was
@@ -99,13 +106,28 @@ class AirLink:
             self.supervision = self.loop.call_later(ESTABLISH_EVENTS * self.interval_s, self._establishment_failed)
 
     # -- what the air hands over ---------------------------------------------------------
+    def not_taken(self) -> None:
+        """The CONNECT_IND reached the peripheral, which did not take it: as if it had
+        not reached it, the central's connection fails ESTABLISH_EVENTS intervals after it."""
+        if self.closed or not self.established:
+            return
+        self.established = False
+        for timer in (self.event_timer, self.supervision):
+            if timer is not None:
+                timer.cancel()
+        self.event_timer = None
+        for queue in self.queues.values():
+            queue.clear()
+        self.supervision = self.loop.call_at(self.anchor + ESTABLISH_EVENTS * self.interval_s,
+                                             self._establishment_failed)
+
     def send(self, sender_address: hci.Address, deliver: Callable[[], None], size: int = 0) -> None:
         """Carry one PDU of ``size`` octets (0: an LL control PDU) from ``sender_address``;
         ``deliver`` hands it to the receiving controller."""
         if self.closed:
             return
         queue = self.queues[str(sender_address)]
-        if not self.air.timed and self.in_range and not queue:
+        if not self.air.timed and self.in_range and self.established and not queue:
             # Untimed and in range: at once, as Bumble's LocalLink does.
             self.loop.call_soon(deliver)
             return
@@ -156,7 +178,7 @@ class AirLink:
     # -- delivery ---------------------------------------------------------------------
     def _kick(self) -> None:
         """Deliver what waits, if in range: untimed at once (in the order queued), timed at the next event."""
-        if self.closed or not self.in_range:
+        if self.closed or not self.in_range or not self.established:
             return
         if not self.air.timed:
             held = sorted((pdu for queue in self.queues.values() for pdu in queue), key=lambda pdu: pdu.queued)
@@ -239,8 +261,12 @@ class AirLink:
         self.close()
 
     def _establishment_failed(self) -> None:
-        """The CONNECT_IND never reached the peripheral: the central's connection fails (0x3E)."""
+        """The CONNECT_IND never reached the peripheral, or it did not take it:
+        the central's connection fails (0x3E)."""
         self.supervision = None
+        if self.central.le_connections.get(self.peripheral_address) is not self.central_connection:
+            self.close()  # the central's host let it go first (or it was replaced): nothing to fail
+            return
         reason = hci.HCI_CONNECTION_FAILED_TO_BE_ESTABLISHED_ERROR
         emit({"event": "connection_failed", **self._describe(reason)})
         self._drop(self.central, self.peripheral_address, reason)

@@ -36,7 +36,11 @@ class Air(LocalLink):
     RSSI of the range matrix, to put in its advertising reports.  Every LE
     connection made on this air is an AirLink (airlink.py), which holds its
     PDUs while its ends are out of range and ends it at the supervision
-    timeout.  With ``timed`` (--timed-air) the AirLinks carry their PDUs at
+    timeout.  A CONNECT_IND that the peripheral does not take (out of range,
+    or dropped by its controller: not advertising connectable any more,
+    another central's CONNECT_IND came first, ...) leaves the central, which
+    Bumble told of a connection at once, with one that fails after six
+    connection intervals with 0x3E, as on real air (rooms or not).  With ``timed`` (--timed-air) the AirLinks carry their PDUs at
     connection events, and the controllers space their advertising events
     (controller.py) by their interval plus ``adv_delay()``.
     """
@@ -97,8 +101,7 @@ class Air(LocalLink):
             key = str(packet.advertiser_address)
             seq = self.adv_seq[key] = self.adv_seq.get(key, 0) + 1
             packet = dataclasses.replace(packet, data=advstamp.stamp(data, seq, time.monotonic_ns()))
-        if isinstance(packet, ll.ConnectInd):
-            self._connect_ind(sender_controller, packet)
+        link = self._connect_ind(sender_controller, packet) if isinstance(packet, ll.ConnectInd) else None
         loop = asyncio.get_running_loop()
         for c in self.controllers:
             if c is sender_controller:
@@ -106,23 +109,45 @@ class Air(LocalLink):
             rssi = self.hears(sender_controller, c)
             if rssi is None:
                 continue
-            receive = getattr(c, "on_air_advertising_pdu", None)
-            if receive is not None:
-                loop.call_soon(receive, packet, rssi)
+            if link is not None and c is link.peripheral:
+                loop.call_soon(self._deliver_connect_ind, link, packet, rssi)
             else:
-                loop.call_soon(c.on_ll_advertising_pdu, packet)
+                loop.call_soon(self._deliver_advertising_pdu, c, packet, rssi)
 
-    def _connect_ind(self, central, packet: ll.ConnectInd) -> None:
+    @staticmethod
+    def _deliver_advertising_pdu(controller, packet, rssi: int) -> None:
+        receive = getattr(controller, "on_air_advertising_pdu", None)
+        if receive is not None:
+            receive(packet, rssi)
+        else:
+            controller.on_ll_advertising_pdu(packet)
+
+    def _connect_ind(self, central, packet: ll.ConnectInd) -> AirLink | None:
         """A central sends a CONNECT_IND (its connection is made already): the AirLink of that connection."""
         peripheral = self.find_le_controller(packet.advertiser_address)
         if peripheral is None or peripheral is central:
-            return
+            return None
         key = pair_key(packet.initiator_address, packet.advertiser_address)
         old = self.links.get(key)
         if old is not None:
             old.close()
-        self.links[key] = AirLink(self, central, peripheral, packet.initiator_address, packet.advertiser_address,
-                                  packet.interval, packet.latency, packet.timeout)
+        link = self.links[key] = AirLink(self, central, peripheral, packet.initiator_address,
+                                         packet.advertiser_address, packet.interval, packet.latency, packet.timeout)
+        return link
+
+    def _deliver_connect_ind(self, link: AirLink, packet: ll.ConnectInd, rssi: int) -> None:
+        """The CONNECT_IND reaches its peripheral: did it take it?  Bumble's central
+        reported its connection made when it sent it; a peripheral that drops it
+        (no longer advertising connectable, e.g. another central's CONNECT_IND came
+        first, or any other reason) makes no connection of it, and the central's
+        then fails as one whose CONNECT_IND did not reach the peripheral (0x3E)."""
+        peripheral = link.peripheral
+        before = peripheral.le_connections.get(packet.initiator_address)
+        self._deliver_advertising_pdu(peripheral, packet, rssi)
+        after = peripheral.le_connections.get(packet.initiator_address)
+        taken = after is not None and after is not before and after.self_address == packet.advertiser_address
+        if not taken:
+            link.not_taken()
 
     # -- connections --------------------------------------------------------------------
     def send_acl_data(self, sender_controller, destination_address, transport, data):
