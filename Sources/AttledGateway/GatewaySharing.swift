@@ -46,7 +46,8 @@ extension Gateway {
         let now = Instant.now()
         var h = hearing[node] ?? OwnHearing(address: d.address, report: d, rssi: Double(d.rssi), lastHeard: now)
         h.report = d
-        let fresh = hearing[node] == nil || h.lastHeard.msSince(now) > 0 || now.msSince(h.lastHeard) > config.sharing.heardWindowMs
+        // Not heard within the window (or never, or not since a link ended): the smoothing starts again.
+        let fresh = hearing[node] == nil || now.msSince(h.lastHeard) > config.sharing.heardWindowMs
         h.rssi = fresh ? Double(d.rssi) : h.rssi * 0.75 + Double(d.rssi) * 0.25
         h.lastHeard = now
         h.address = d.address
