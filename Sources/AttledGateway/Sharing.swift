@@ -99,6 +99,10 @@ public struct SharePolicy: Sendable {
     public var heardWindowMs = 6_000
     /// Failed connects older than this are forgotten.
     public var failureWindowMs = 60_000
+    /// Nobody connects to a lamp until it has had no holder this long: the
+    /// reports of the gateways that hear it now (a lamp carried into another
+    /// room, heard there only once its old link ended) reach everyone first.
+    public var gatherMs: UInt64 = 500
 
     public init() {
         // Three missed heartbeats and a gateway's report no longer counts.
@@ -190,7 +194,8 @@ public final class SharedView {
     // MARK: decisions
 
     /// What this gateway does about `node` now. A `.connect(afterMs:)` whose
-    /// delay has not passed since the lamp lost its holder is `.standBy` for now.
+    /// delay, plus `gatherMs`, has not passed since the lamp lost its holder
+    /// is `.standBy` for now.
     public func action(_ node: String, own: LampHearing?, ownSlots: Int, at now: Instant) -> HolderAction {
         let rs = reports(node, own: own, ownSlots: ownSlots, at: now)
         let a = policy.rule.action(for: me, lamp: node, reports: rs, lastHolder: holderRecord[node])
@@ -199,9 +204,9 @@ public final class SharedView {
         } else if unheldSince[node] == nil {
             unheldSince[node] = now
         }
-        if case let .connect(afterMs) = a, afterMs > 0 {
+        if case let .connect(afterMs) = a {
             let since = unheldSince[node] ?? now
-            return UInt64(max(0, now.msSince(since))) >= afterMs ? .connect(afterMs: 0) : .standBy
+            return UInt64(max(0, now.msSince(since))) >= afterMs + policy.gatherMs ? .connect(afterMs: 0) : .standBy
         }
         return a
     }

@@ -59,6 +59,7 @@ private let samples: [String: Sample] = [
     "--discovery-prefix": Sample("gateway --mqtt h", "ha") { $0.gateway.discoveryPrefix == "ha" },
     "--gateway-id": Sample("gateway --mqtt h", "gw2") { $0.gateway.gatewayID == "gw2" },
     "--max-links": Sample("gateway --mqtt h", "3") { $0.gateway.maxLinks == 3 },
+    "--status": Sample("gateway --mqtt h") { $0.gateway.status },
     "--no-accept-list": Sample("ui") { $0.gateway.noAcceptList },
     "--gatt": Sample("serve", "/tmp/db.json") { $0.serve.gattFile == "/tmp/db.json" },
     "--advertise-name": Sample("serve --profile pycom", "Lamp") { $0.serve.advertiseName == "Lamp" },

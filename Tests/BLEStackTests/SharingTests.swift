@@ -17,11 +17,27 @@ struct SharingTests {
         GatewayHearing(beat: beat, slots: slots, lamps: lamps)
     }
 
-    /// A view of gateway `me` with the others online.
-    func view(_ me: String, online: [String]) -> SharedView {
+    /// A view of gateway `me` with the others online (no gathering time, but in `gather`).
+    func view(_ me: String, online: [String], gatherMs: UInt64 = 0) -> SharedView {
         let v = SharedView(me: me)
+        v.policy.gatherMs = gatherMs
         for g in online { v.availability(g, "online") }
         return v
+    }
+
+    @Test("gathering: when a lamp loses its holder nobody connects for gatherMs, so the reports of gateways that only now hear it arrive first")
+    func gather() {
+        let v = view("a", online: ["a", "b", "c"], gatherMs: 500)
+        v.heard("b", hearing(["L": LampHearing(rssi: -80, holding: true)]), at: at(0))
+        let own = LampHearing(rssi: -75)
+        #expect(v.action("L", own: own, ownSlots: 1, at: at(100)) == .standBy)
+        v.availability("b", "offline")  // its will: the lamp is free from here
+        #expect(v.action("L", own: own, ownSlots: 1, at: at(200)) == .standBy)
+        // c, in the lamp's new room, reports it within the gathering time: it ranks first.
+        v.heard("c", hearing(["L": LampHearing(rssi: -50)]), at: at(400))
+        #expect(v.action("L", own: own, ownSlots: 1, at: at(700)) == .standBy, "c connects first")
+        #expect(v.action("L", own: own, ownSlots: 1, at: at(2_199)) == .standBy)
+        #expect(v.action("L", own: own, ownSlots: 1, at: at(2_200)) == .connect(afterMs: 0), "c did not: a after 500 + 1500 ms")
     }
 
     @Test("a heard message reads back as written, in a stable byte order; garbage and out-of-range values are refused or clamped")

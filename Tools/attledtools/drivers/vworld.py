@@ -62,7 +62,13 @@ Events: range {host, device, rssi} (one per --range before ready, and one per
 stdin "range" command), supervision_timeout {host, device, handle,
 device_handle, reason, timeout_ms}, connection_failed {host, device, handle,
 reason} (a CONNECT_IND that did not reach the device); the ready line has
-"ranges", "range_default" and "rssi_noise" when rooms are used.
+"ranges", "range_default" and "rssi_noise" when rooms are used.  With rooms or
+without, a CONNECT_IND that reaches the device but that its controller does not
+take (it no longer advertises connectable: another central's CONNECT_IND came
+first, or it is connected already) fails the same way: Bumble's central reports
+its connection made as it sends it, and six connection intervals later the
+host gets Disconnection Complete 0x3E (Connection Failed to be Established)
+and vworld prints connection_failed (device_handle null), as on real air.
 
 Timed air (``--timed-air``, off by default; see TIMED_AIR_HELP): advertising
 events at the advertising interval plus advDelay, and LL data at connection
