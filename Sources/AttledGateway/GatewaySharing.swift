@@ -168,7 +168,7 @@ extension Gateway {
         let now = Instant.now()
         let own = ownHearing(node, at: now)
         return shared.action(node, own: own, ownSlots: freeSlots, at: now) == .connect(afterMs: 0)
-            || shared.onDemandTurn(node, own: own, at: now)
+            || shared.onDemandTurn(node, own: own, ownSlots: freeSlots, at: now)
     }
 
     /// The rule applied to every lamp: links released where another gateway
@@ -187,7 +187,7 @@ extension Gateway {
                 // Its turn came (a rank delay over, a holder gone, the start-up
                 // settled) since it was last heard: offered now, not at its next
                 // advertisement.
-                if own != nil, keeper.devices[h.address.address] == nil, a == .connect(afterMs: 0) || shared.onDemandTurn(node, own: own, at: now) {
+                if own != nil, keeper.devices[h.address.address] == nil, a == .connect(afterMs: 0) || shared.onDemandTurn(node, own: own, ownSlots: freeSlots, at: now) {
                     keeper.consider(h.report)
                 }
                 continue
@@ -198,7 +198,7 @@ extension Gateway {
                 log("gateway: \(l.label): \(keeps) holds it too and keeps it: releasing")
                 sharedCounters.released += 1
                 keeper.release(l.device)
-            case .standBy where l.link == nil && !shared.onDemandTurn(node, own: own, at: now):
+            case .standBy where l.link == nil && !shared.onDemandTurn(node, own: own, ownSlots: freeSlots, at: now):
                 // Adopted while it ranked first; another gateway holds it now
                 // or ranks above. A lamp this gateway lost and no longer hears
                 // (it reports it again only once heard again) stays claimed

@@ -215,14 +215,16 @@ public final class SharedView {
     /// has a free slot for it, and this one ranks first when slots are left
     /// out. One gateway in the whole house then connects it for each command
     /// (the keeper's on-demand links), as a lone gateway does beyond its slots.
-    public func onDemandTurn(_ node: String, own: LampHearing?, at now: Instant) -> Bool {
-        guard let own, !own.holding else { return false }
-        let rs = reports(node, own: own, ownSlots: 1, at: now)
-        let withSlots = reports(node, own: own, ownSlots: 0, at: now)
+    public func onDemandTurn(_ node: String, own: LampHearing?, ownSlots: Int, at now: Instant) -> Bool {
+        // With a free slot of its own, the rule's ranking decides, not this.
+        guard let own, !own.holding, ownSlots <= 0 else { return false }
+        let withSlots = reports(node, own: own, ownSlots: ownSlots, at: now)
         let rule = policy.rule, last = holderRecord[node]
         guard rule.holder(lamp: node, reports: withSlots, lastHolder: last) == nil,
               rule.ranking(lamp: node, reports: withSlots, lastHolder: last).isEmpty else { return false }
-        let slotBlind = rs.map { r -> HolderReport in var r = r; r.freeSlots = 1; return r }
+        // Gathered first, as for a connect.
+        guard let since = unheldSince[node], UInt64(max(0, now.msSince(since))) >= policy.gatherMs else { return false }
+        let slotBlind = withSlots.map { r -> HolderReport in var r = r; r.freeSlots = 1; return r }
         return rule.ranking(lamp: node, reports: slotBlind, lastHolder: last).first?.gateway == me
     }
 

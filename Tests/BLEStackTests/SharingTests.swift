@@ -126,6 +126,23 @@ struct SharingTests {
         #expect(w.action("L", own: LampHearing(rssi: -80), ownSlots: 1, at: at(10)) == .connect(afterMs: 0))
     }
 
+    @Test("on demand: only when no gateway has a free slot, by the best signal, and never by a gateway with a slot of its own (it waits its rank)")
+    func onDemand() {
+        let v = view("a", online: ["a", "b"], gatherMs: 500)
+        v.heard("b", hearing(["L": LampHearing(rssi: -80)], slots: 0), at: at(0))
+        let own = LampHearing(rssi: -60)
+        _ = v.action("L", own: own, ownSlots: 0, at: at(0))  // the lamp has had no holder since 0
+        #expect(!v.onDemandTurn("L", own: own, ownSlots: 0, at: at(400)), "gathering")
+        #expect(v.onDemandTurn("L", own: own, ownSlots: 0, at: at(600)))
+        #expect(!v.onDemandTurn("L", own: own, ownSlots: 1, at: at(600)), "a free slot: the rule's ranking decides")
+        let w = view("b", online: ["a", "b"])
+        w.heard("a", hearing(["L": LampHearing(rssi: -60)], slots: 0), at: at(0))
+        _ = w.action("L", own: LampHearing(rssi: -80), ownSlots: 0, at: at(0))
+        #expect(!w.onDemandTurn("L", own: LampHearing(rssi: -80), ownSlots: 0, at: at(600)), "a hears it better")
+        w.heard("a", hearing(["L": LampHearing(rssi: -60)], slots: 1), at: at(700))
+        #expect(!w.onDemandTurn("L", own: LampHearing(rssi: -80), ownSlots: 0, at: at(800)), "a has a slot: it connects")
+    }
+
     @Test("orphans: a dead holder's lamps still online are for a survivor to mark offline; not while someone holds them, not its own")
     func orphans() {
         let v = view("a", online: ["a", "b", "c"])
