@@ -166,8 +166,13 @@ extension Gateway {
     func mayConnect(_ d: DiscoveredDevice) -> Bool {
         guard sharingSettled, let node = HATopics.nodeID(d.address.address.description) else { return false }
         let now = Instant.now()
-        let own = ownHearing(node, at: now)
-        return shared.action(node, own: own, ownSlots: freeSlots, at: now) == .connect(afterMs: 0)
+        return turnCame(node, own: ownHearing(node, at: now), at: now)
+    }
+
+    /// The rule lets this gateway connect to `node` now: it ranks first (its
+    /// delay over), or it serves the lamp on demand.
+    func turnCame(_ node: String, own: LampHearing?, at now: Instant) -> Bool {
+        shared.action(node, own: own, ownSlots: freeSlots, at: now) == .connect(afterMs: 0)
             || shared.onDemandTurn(node, own: own, ownSlots: freeSlots, at: now)
     }
 
@@ -187,7 +192,7 @@ extension Gateway {
                 // Its turn came (a rank delay over, a holder gone, the start-up
                 // settled) since it was last heard: offered now, not at its next
                 // advertisement.
-                if own != nil, keeper.devices[h.address.address] == nil, a == .connect(afterMs: 0) || shared.onDemandTurn(node, own: own, ownSlots: freeSlots, at: now) {
+                if own != nil, keeper.devices[h.address.address] == nil, turnCame(node, own: own, at: now) {
                     keeper.consider(h.report)
                 }
                 continue
