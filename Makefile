@@ -103,10 +103,12 @@ soak: setup build
 SOAK_SEED ?= 1
 # Three gateways sharing six lamps in three rooms for 10 minutes, a fault every 20 s
 # (kill -9, a hang killed by the watchdog, a lamp moving, a bridge partition), commands
-# at 5 Hz, +-8 dB noise: failover times, holder changes, double links, commands applied
+# at 5 Hz, +-8 dB noise: failover times, holder changes, double links, commands applied;
+# then 10 minutes steady (noise and commands only: no holder may change)
 # (see Tools/attledtools/soak/fleetsoak.py).
 soak-gateways: setup build
 	$(TOOL) attledtools.soak.fleetsoak --duration $(or $(SOAK_SECONDS),600) --seed $(SOAK_SEED) --json .build/fleetsoak.json
+	$(TOOL) attledtools.soak.fleetsoak --faults none --duration $(or $(SOAK_SECONDS),600) --seed $(SOAK_SEED) --json .build/fleetsoak-steady.json
 
 soak-gateway: setup build soak-gateway-run
 soak-gateway-run:

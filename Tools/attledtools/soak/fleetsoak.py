@@ -9,6 +9,9 @@ brokers bridged (g0 and g2 on one, g1 on the other), and a fault every
   move      a lamp carried to the room of another gateway (its ranges swapped)
   partition the bridge between the brokers cut for 8 s, then healed
 
+With ``--faults none`` the run is steady: noise and commands only, for
+the whole duration (no holder may change).
+
 Measured, from the lamps' own events and the broker:
   * failover per fault: from the fault to the lamp's availability "online"
     published through its new holder (p50, p95, max), for every lamp the
@@ -57,7 +60,8 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=600)
     ap.add_argument("--every", type=float, default=20, help="seconds between faults")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--faults", default="kill,hang,move,partition", help="the faults' order (comma-separated)")
+    ap.add_argument("--faults", default="kill,hang,move,partition",
+                    help="the faults' order (comma-separated); none: a steady run, noise and commands only")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
@@ -72,9 +76,9 @@ def main(argv=None) -> int:
         start_events = len(f.world.events)
         stream = CommandStream(f, hz=5).start()
         began = time.monotonic()
-        kinds = args.faults.split(",")
+        kinds = [] if args.faults == "none" else args.faults.split(",")
         n = 0
-        while time.monotonic() - began < args.duration - args.every - SETTLE_S:
+        while kinds and time.monotonic() - began < args.duration - args.every - SETTLE_S:
             time.sleep(args.every)  # the schedule's pace: steady time between faults is part of the test
             kind = kinds[n % len(kinds)]
             n += 1
@@ -125,7 +129,8 @@ def main(argv=None) -> int:
                 f.relay.heal()
             windows.append((t, time.monotonic() + 3))
         # No more faults: commands go on for a while, and the last one must be on every lamp.
-        time.sleep(SETTLE_S)  # steady time after the last fault is part of the run
+        steady = SETTLE_S if kinds else args.duration
+        time.sleep(steady)  # steady time (after the last fault, or the whole of a steady run) is part of the run
         stream.stop()
         for lamp in LAMPS:
             last = [rgb for name, rgb, _ in stream.issued if name == lamp.name][-1]
@@ -153,7 +158,7 @@ def main(argv=None) -> int:
                 if m:
                     rates[f"g{i}"] = {"messages": int(m.group(1)), "seconds": int(m.group(2)), "per_second": float(m.group(3))}
         summary = {
-            "duration_s": args.duration, "faults": n, "seed": args.seed,
+            "duration_s": args.duration, "faults": n, "fault_kinds": kinds, "seed": args.seed,
             "failover_s": {k: {"n": len(v), "p50": pct(v, 50), "p95": pct(v, 95), "max": max(v) if v else None}
                            for k, v in failover.items()},
             "holder_changes": len(changes), "holder_changes_outside_faults": len(outside),
