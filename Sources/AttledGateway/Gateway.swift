@@ -51,6 +51,8 @@ public final class Gateway {
     var fenceTimer: EventLoop.Token?
     /// Since when the broker has been away (nil: connected).
     var brokerDownSince: Instant?
+    /// When the broker last sent anything (this gateway's own report comes back every heartbeat).
+    var lastFromBroker: Instant?
     /// Away from the broker for longer than `fenceAfterMs`: holds nothing.
     var fenced = false
     /// Decisions wait until then after connecting to the broker.
@@ -187,7 +189,10 @@ public final class Gateway {
         c.attach(to: loop)
         c.onConnect = { [weak self] ack in self?.brokerConnected(ack) }
         c.onDisconnect = { [weak self] code in self?.brokerLost(code) }
-        c.onMessage = { [weak self] topic, payload, _ in self?.message(topic, payload) }
+        c.onMessage = { [weak self] topic, payload, _ in
+            self?.heardFromBroker()
+            self?.message(topic, payload)
+        }
         connectBroker(first: true)
     }
 

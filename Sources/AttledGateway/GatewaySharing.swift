@@ -180,8 +180,9 @@ extension Gateway {
     /// holds the lamp, attempts given up where this gateway no longer ranks;
     /// a dead holder's lamps marked offline.
     func decide() {
-        guard sharingSettled else { return }
         let now = Instant.now()
+        checkBrokerSilence(at: now)
+        guard sharingSettled else { return }
         var holding = Set<String>()
         for node in hearing.keys {
             let own = ownHearing(node, at: now)
@@ -272,11 +273,43 @@ extension Gateway {
         fenceTimer = loop.schedule(afterMs: config.sharing.fenceAfterMs) { [weak self] in
             guard let self else { return }
             self.fenceTimer = nil
-            guard self.brokerDownSince != nil, !self.keeper.stopping else { return }
-            self.fenced = true
-            let held = self.lamps.values.filter { $0.link != nil }
-            self.log("gateway: away from the broker for \(self.config.sharing.fenceAfterMs) ms: dropping \(held.count) lamp(s), which another gateway may take")
-            for l in held { self.keeper.release(l.device) }
+            guard self.brokerDownSince != nil else { return }
+            self.fence("away from the broker for \(self.config.sharing.fenceAfterMs) ms")
+        }
+    }
+
+    /// Drops every link and takes nothing until the broker is heard again:
+    /// the others cannot see what this gateway holds.
+    func fence(_ why: String) {
+        guard !fenced, !keeper.stopping else { return }
+        // Alone on the broker (no other gateway heard from in 10 minutes):
+        // nobody could take the lamps, and dropping them would only cost their
+        // links; they stay.
+        guard shared.othersSeen(withinMs: Self.aloneAfterMs, at: Instant.now()) else { return }
+        fenced = true
+        let held = lamps.values.filter { $0.link != nil }
+        log("gateway: \(why): dropping \(held.count) lamp(s), which another gateway may take")
+        for l in held { keeper.release(l.device) }
+    }
+
+    /// A connection that has gone silent (a network lost without a word:
+    /// TCP and MQTT notice only at their keepalive, 7.5 s and more): this
+    /// gateway's own report comes back from the broker every heartbeat, so
+    /// nothing from the broker for `fenceAfterMs` is the same as away.
+    func checkBrokerSilence(at now: Instant) {
+        guard let c = mqtt, c.state == .connected, !fenced, let last = lastFromBroker,
+              now.msSince(last) > config.sharing.fenceAfterMs else { return }
+        settledAt = nil
+        fence("nothing from the broker for \(now.msSince(last)) ms (its own report did not come back)")
+    }
+
+    /// Anything from the broker: a silent connection that speaks again lifts the fence.
+    func heardFromBroker() {
+        lastFromBroker = Instant.now()
+        if fenced, brokerDownSince == nil, let c = mqtt, c.state == .connected {
+            fenced = false
+            settledAt = Instant.now().adding(ms: Self.settleMs)
+            log("gateway: the broker answers again")
         }
     }
 
@@ -286,6 +319,7 @@ extension Gateway {
         fenceTimer = nil
         brokerDownSince = nil
         fenced = false
+        lastFromBroker = Instant.now()
         settledAt = Instant.now().adding(ms: Self.settleMs)
         publishHeard()
         startSharing()
@@ -293,6 +327,8 @@ extension Gateway {
 
     /// After connecting, the retained reports of the others arrive first.
     static let settleMs = 1_000
+    /// A gateway that has heard no other for this long is alone, and does not fence itself.
+    static let aloneAfterMs = 600_000
 
     // MARK: holding
 

@@ -263,6 +263,12 @@ public final class SharedView {
         return s.sorted()
     }
 
+    /// Whether another gateway has reported within `ms`: one that is alone on
+    /// its broker has nobody to hand its lamps to, and does not fence itself.
+    public func othersSeen(withinMs ms: Int, at now: Instant) -> Bool {
+        peers.values.contains { now.msSince($0.receivedAt) <= ms }
+    }
+
     /// A name for `node` from any report.
     public func name(of node: String) -> String? {
         for p in peers.values { if let n = p.hearing.lamps[node]?.name { return n } }

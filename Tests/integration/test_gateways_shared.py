@@ -146,6 +146,31 @@ def test_a_hung_holder_is_killed_by_its_watchdog_and_its_lamps_taken_over(fleet)
     assert f.double_links() == 0
 
 
+def test_a_holder_that_loses_its_network_fences_itself_and_its_lamps_move(fleet):
+    """g1's network to the broker goes silently (its process and radio
+    untouched; bytes dropped, no connection closed): its own report stops
+    coming back, so 4 s after the last one it drops its links (self-fencing;
+    MQTT's keepalive would notice only after 7.5 s and more), its lamps
+    advertise and the gateways that hear them next take them, within 15 s.
+    When the network is back, g1 takes nothing back."""
+    f = fleet(relayed=True)
+    f.wait_holders(lambda h: h == HOME, timeout=30)
+    lines = f.procs[1].mark()
+    t = time.monotonic()
+    f.net[1].blackhole()
+    times = [f.online_at(l, t, timeout=20) - t for l in ("Lamp3", "Lamp4")]
+    f.procs[1].wait_line("nothing from the broker for", since=lines, timeout=10)
+    f.procs[1].wait_line("dropping 2 lamp(s)", since=lines, timeout=5)
+    f.wait_holders(lambda h: h["Lamp3"] == SECOND["Lamp3"] and h["Lamp4"] == SECOND["Lamp4"], timeout=10)
+    print("failover after the holder's network went (s):", [round(x, 3) for x in times])
+    assert max(times) <= 15.0, times
+    f.net[1].heal()
+    f.procs[1].wait_line("MQTT: connected", since=lines, timeout=20)
+    time.sleep(3)  # the healed gateway's decisions run; nothing may move (observing a steady state)
+    assert f.holders()["Lamp3"] == SECOND["Lamp3"] and f.holders()["Lamp4"] == SECOND["Lamp4"]
+    assert f.double_links() == 0
+
+
 def test_a_lamp_moving_rooms_goes_to_the_gateway_of_its_new_room(fleet):
     """Lamp3 is carried from room 1 to room 2: its link to g1 ends with the
     supervision timeout (0x08) and g2, which now hears it best, holds it

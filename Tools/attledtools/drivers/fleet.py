@@ -116,9 +116,10 @@ class Watchdog:
 
 class Relay:
     """A TCP relay 127.0.0.1:port -> 127.0.0.1:target, one thread per
-    direction per connection: the bridge between two brokers goes through it,
-    so a test can cut it (every connection closed, new ones refused: a
-    partition) and heal it."""
+    direction per connection: the bridge between two brokers (or a gateway's
+    way to its broker) goes through it, so a test can cut it (every
+    connection closed, new ones refused: a partition), black-hole it (a
+    network gone silently) and heal it."""
 
     def __init__(self, target: int):
         self.target = target
@@ -130,6 +131,8 @@ class Relay:
         self.port = self.server.getsockname()[1]
         self.open = threading.Event()
         self.open.set()
+        self.forwarding = threading.Event()
+        self.forwarding.set()
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
         self.done = False
@@ -154,14 +157,21 @@ class Relay:
             for a, b in ((c, u), (u, c)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
+    def blackhole(self) -> None:
+        """Bytes are dropped both ways, the connections left open: a network
+        gone silently (each end notices only by its keepalive); new
+        connections are refused."""
+        self.forwarding.clear()
+        self.open.clear()
+
+    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
-                b.sendall(data)
+                if self.forwarding.is_set():
+                    b.sendall(data)
         except OSError:
             pass
         for s in (a, b):
@@ -182,6 +192,11 @@ class Relay:
             self.conns.clear()
 
     def heal(self) -> None:
+        """New connections go through again (connections black-holed stay
+        dead: their ends have given up on them by then)."""
+        if not self.forwarding.is_set():
+            self.cut()
+        self.forwarding.set()
         self.open.set()
 
     def close(self) -> None:
@@ -213,6 +228,9 @@ class Fleet:
     bridged: bool = False
     watchdog_usec: int = 3_000_000
     world_args: list[str] = field(default_factory=list)
+    # Each gateway reaches its broker through a relay of its own (``net[i].cut()``:
+    # the gateway's network gone, its process and controller untouched).
+    relayed: bool = False
 
     def start(self) -> "Fleet":
         self.workdir = Path(tempfile.mkdtemp(prefix="fleet-", dir="/tmp"))
@@ -274,7 +292,14 @@ class Fleet:
         if self.dogs[i] is not None:
             self.dogs[i].close()
         dog = Watchdog(self.workdir, f"{i}-{time.monotonic_ns()}", self.watchdog_usec)
-        args = ["gateway", "-i", self.ready["attled"][i], "--mqtt", f"127.0.0.1:{self.broker_of(i).port}",
+        port = self.broker_of(i).port
+        if self.relayed:
+            if not hasattr(self, "net"):
+                self.net: dict[int, Relay] = {}
+            if i not in self.net:
+                self.net[i] = Relay(port)
+            port = self.net[i].port
+        args = ["gateway", "-i", self.ready["attled"][i], "--mqtt", f"127.0.0.1:{port}",
                 "--gateway-id", self.gateway_id(i), *self.gateway_args]
         for lamp in self.lamps:
             args += ["--name", lamp.name]
@@ -396,6 +421,8 @@ class Fleet:
             b.stop()
         if self.relay is not None:
             self.relay.close()
+        for r in getattr(self, "net", {}).values():
+            r.close()
 
     def remove(self) -> None:
         """Deletes the work directory (the logs); after stop()."""
