@@ -59,6 +59,8 @@ public final class Gateway {
     var settledAt: Instant?
     var centralHook: (stack: ObjectIdentifier, token: Central.Subscription)?
     var sharedCounters = SharingCounters()
+    /// Whether the lamp configs last published were the lone gateway's (nil: none yet).
+    var announcedLone: Bool?
     /// systemd's notification socket (nil outside systemd): ready, the
     /// watchdog's keep-alive from the loop (a hung loop stops it, and
     /// systemd kills and restarts the gateway), stopping.

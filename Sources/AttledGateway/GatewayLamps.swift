@@ -97,7 +97,7 @@ extension Gateway {
     /// Discovery configs, availability and state of a lamp.
     func announce(_ lamp: GatewayLamp) {
         guard let ha = lamp.ha else { return }
-        for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
+        for m in HomeAssistant.configs(ha, topics: topics, lone: lone) { publish(m) }
         publish(topics.availability(ha), lamp.link != nil && lamp.led != nil ? HomeAssistant.online : HomeAssistant.offline, retain: true)
         if let l = lamp.light { publish(l.stateMessage(ha, topics: topics), qos: .atMostOnce) }
     }
@@ -107,7 +107,7 @@ extension Gateway {
     func announceOnDemand(_ lamp: GatewayLamp) {
         if lamp.ha == nil, let p = LEDProfile.detect(lamp.device.advertised) { lamp.ha = try? haDevice(lamp, p) }
         if let ha = lamp.ha {
-            for m in HomeAssistant.configs(ha, topics: topics) { publish(m) }
+            for m in HomeAssistant.configs(ha, topics: topics, lone: lone) { publish(m) }
             publish(topics.availability(ha), HomeAssistant.online, retain: true)
         }
     }

@@ -183,6 +183,7 @@ extension Gateway {
         let now = Instant.now()
         checkBrokerSilence(at: now)
         guard sharingSettled else { return }
+        announceIfLonenessChanged()
         var holding = Set<String>()
         for node in hearing.keys {
             let own = ownHearing(node, at: now)
@@ -323,6 +324,24 @@ extension Gateway {
         settledAt = Instant.now().adding(ms: Self.settleMs)
         publishHeard()
         startSharing()
+    }
+
+    /// No other gateway heard from in `aloneAfterMs`: this one's lamp configs
+    /// carry its own availability too (HomeAssistant.availability).
+    var lone: Bool { !shared.othersSeen(withinMs: Self.aloneAfterMs, at: Instant.now()) }
+
+    /// The lamp configs again when the gateway becomes lone or stops being so.
+    func announceIfLonenessChanged() {
+        let now = lone
+        guard now != announcedLone else { return }
+        let before = announcedLone
+        announcedLone = now
+        guard before != nil else { return }
+        log("gateway: " + (now ? "no other gateway on the broker for 10 minutes: the lamps' configs name this gateway's availability too"
+                              : "another gateway shares the broker: the lamps' configs are the shared ones"))
+        for l in lamps.values where owns(l) {
+            if let ha = l.ha { for m in HomeAssistant.configs(ha, topics: topics, lone: now) { publish(m) } }
+        }
     }
 
     /// After connecting, the retained reports of the others arrive first.

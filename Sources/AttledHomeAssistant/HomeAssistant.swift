@@ -189,12 +189,19 @@ public enum HomeAssistant {
     /// The `availability` list every device entity carries: the device's own
     /// topic, which its holder keeps (`online` once its link is set up,
     /// `offline` when it goes down); when the holder dies, another gateway
-    /// on the broker says `offline` for it. No gateway's own topic: every
-    /// gateway publishes the same config, whichever holds the lamp.
-    static func availability(_ device: HADevice, _ topics: HATopics) -> JSONValue {
-        [
+    /// on the broker says `offline` for it. Shared by several gateways, no
+    /// gateway's own topic: every gateway publishes the same config,
+    /// whichever holds the lamp. A `lone` gateway (no other on its broker)
+    /// adds its own availability, so its lamps go unavailable with it
+    /// (`availability_mode: all`), since no survivor would say so.
+    static func availability(_ device: HADevice, _ topics: HATopics, lone: Bool) -> JSONValue {
+        var list: [JSONValue] = [
             ["topic": .string(topics.availability(device)), "payload_available": .string(online), "payload_not_available": .string(offline)],
         ]
+        if lone {
+            list.append(["topic": .string(topics.gatewayAvailability), "payload_available": .string(online), "payload_not_available": .string(offline)])
+        }
+        return .array(list)
     }
 
     static func deviceBlock(_ device: HADevice, _ topics: HATopics) -> JSONValue {
@@ -244,7 +251,7 @@ public enum HomeAssistant {
     /// light with brightness and one colour mode, `rgb`. `name` is null, so the
     /// entity takes the device's name. Published to
     /// `<discovery>/light/attled_<node>/light/config`.
-    public static func lightConfig(_ device: HADevice, topics: HATopics) -> HAMessage {
+    public static func lightConfig(_ device: HADevice, topics: HATopics, lone: Bool = false) -> HAMessage {
         let payload: JSONValue = [
             "name": nil,
             "unique_id": .string("attled_\(device.nodeID)_light"),
@@ -253,7 +260,7 @@ public enum HomeAssistant {
             "state_topic": .string(topics.state(device)),
             "brightness": true,
             "supported_color_modes": ["rgb"],
-            "availability": availability(device, topics),
+            "availability": availability(device, topics, lone: lone),
             "availability_mode": "all",
             "json_attributes_topic": .string(topics.holder(device)),
             "device": deviceBlock(device, topics),
@@ -274,7 +281,7 @@ public enum HomeAssistant {
     /// changes), and keeps the notification topic plain text that any MQTT
     /// client can read. The notifications are published not retained, so a
     /// stale value is not replayed as fresh.
-    public static func harnessConfigs(_ device: HADevice, topics: HATopics) -> [HAMessage] {
+    public static func harnessConfigs(_ device: HADevice, topics: HATopics, lone: Bool = false) -> [HAMessage] {
         var out: [HAMessage] = []
         for n in 1...2 {
             let payload: JSONValue = [
@@ -282,7 +289,7 @@ public enum HomeAssistant {
                 "unique_id": .string("attled_\(device.nodeID)_button\(n)"),
                 "command_topic": .string(topics.button(device, n)),
                 "payload_press": .string(pressPayload),
-                "availability": availability(device, topics),
+                "availability": availability(device, topics, lone: lone),
                 "availability_mode": "all",
                 "json_attributes_topic": .string(topics.holder(device)),
                 "device": deviceBlock(device, topics),
@@ -295,7 +302,7 @@ public enum HomeAssistant {
             "unique_id": .string("attled_\(device.nodeID)_notify"),
             "state_topic": .string(topics.notifications(device)),
             "icon": "mdi:bell-ring",
-            "availability": availability(device, topics),
+            "availability": availability(device, topics, lone: lone),
             "availability_mode": "all",
             "json_attributes_topic": .string(topics.holder(device)),
             "device": deviceBlock(device, topics),
@@ -306,10 +313,11 @@ public enum HomeAssistant {
     }
 
     /// All discovery configs of one device.
-    public static func configs(_ device: HADevice, topics: HATopics) -> [HAMessage] {
+    /// `lone`: the gateway is the only one on its broker (see `availability`).
+    public static func configs(_ device: HADevice, topics: HATopics, lone: Bool = false) -> [HAMessage] {
         switch device.kind {
-        case .light: return [lightConfig(device, topics: topics)]
-        case .harness: return harnessConfigs(device, topics: topics)
+        case .light: return [lightConfig(device, topics: topics, lone: lone)]
+        case .harness: return harnessConfigs(device, topics: topics, lone: lone)
         }
     }
 

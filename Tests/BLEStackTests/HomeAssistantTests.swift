@@ -108,6 +108,10 @@ struct HADiscoveryTests {
         #expect(list.count == 1)
         #expect(list[0]["topic"] == "attled/c0ffee001122/availability")
         #expect(p["json_attributes_topic"] == "attled/c0ffee001122/holder")
+        // A lone gateway's lamps go unavailable with it: its own availability too.
+        let lone = try wire(HomeAssistant.lightConfig(try device(), topics: try topics(), lone: true))
+        #expect(lone["availability"]?.arrayValue?.map { $0["topic"] } == ["attled/c0ffee001122/availability", "attled/gw1/availability"])
+        #expect(lone["availability_mode"] == "all")
         for entry in list {
             #expect(entry["payload_available"] == "online")
             #expect(entry["payload_not_available"] == "offline")

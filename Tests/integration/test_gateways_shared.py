@@ -70,6 +70,8 @@ def test_cold_start_each_lamp_held_by_the_gateway_that_hears_it_best(fleet):
         node = f.node(lamp.name)
         configs = f.watcher.find(f"homeassistant/light/attled_{node}/light/config")
         assert configs and len({m.payload for m in configs}) == 1, "one config, the same bytes"
+        assert [a["topic"] for a in configs[-1].json()["availability"]] == [f"{PREFIX}/{node}/availability"], \
+            "shared: no gateway's own availability"
         rec = f.watcher.wait(f"{PREFIX}/{node}/holder", timeout=10).json()
         assert rec == {"holder": f"g{holders[lamp.name]}"}
     # Each gateway is a device of its own, with its connectivity.
