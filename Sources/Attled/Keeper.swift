@@ -132,6 +132,8 @@ public final class DeviceKeeper {
     private let reopen: (() throws -> BLEStack)?
     private let close: (BLEStack) -> Void
     private var subscribers = Subscribers<Event>()
+    /// Owners' handlers of the current stack's Central events (`subscribeCentral`).
+    private var centralWatchers = Subscribers<Central.Event>()
     var centralSubscriptions: [Central.Subscription] = []
     /// Devices adopted so far (their `order`).
     var adopted = 0
@@ -213,6 +215,15 @@ public final class DeviceKeeper {
             set(device, .gone, "released by \(device.owner.name)")
         }
         armAcceptList()
+    }
+
+    /// Calls `handler` with every event of the current stack's Central (every
+    /// advertising report, ...) from the keeper's start on, on a reopened
+    /// controller's too: for an owner that reads the reports themselves (the
+    /// proxy passes them on, the gateway reports what it hears).
+    @discardableResult
+    public func subscribeCentral(_ handler: @escaping (Central.Event) -> Void) -> Subscribers<Central.Event>.Token {
+        centralWatchers.add(handler)
     }
 
     /// Calls `handler` with every event of every owner from now on (a monitor).
@@ -334,6 +345,8 @@ public final class DeviceKeeper {
                 self.linkUp(dev, st.attach(c))
                 return true
             },
+            // The owners that read the reports themselves.
+            st.central.subscribe { [weak self] e in self?.centralWatchers.emit(e) },
         ]
         scheduleTick(st.host)
         ensureScanning()

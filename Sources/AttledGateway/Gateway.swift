@@ -57,7 +57,6 @@ public final class Gateway {
     var fenced = false
     /// Decisions wait until then after connecting to the broker.
     var settledAt: Instant?
-    var centralHook: (stack: ObjectIdentifier, token: Central.Subscription)?
     var sharedCounters = SharingCounters()
     /// Whether the lamp configs last published were the lone gateway's (nil: none yet).
     var announcedLone: Bool?
@@ -99,6 +98,7 @@ public final class Gateway {
         keeper.log = { [weak self] line in self?.log("gateway: " + line) }
         if config.verbose { keeper.trace = { [weak self] line in self?.log("gateway: " + line) } }
         owner.subscribe { [weak self] e in self?.keeperEvent(e) }
+        keeper.subscribeCentral { [weak self] e in if case let .deviceSeen(d) = e { self?.seen(d) } }
     }
 
     // MARK: run
@@ -114,7 +114,6 @@ public final class Gateway {
         loop.watchSignals(hangup: true)
         loop.onHangup = { [weak self] in self?.hangup() }
         try startMQTT()
-        hookCentral()
         startSharing()
         systemd?.ready("gateway \(topics.gatewayID) started")
         if let ms = systemd?.watchdogIntervalMs { keepWatchdog(everyMs: ms) }
@@ -146,9 +145,8 @@ public final class Gateway {
         case .controllerLost:
             // The broker is still served while there is no controller.
             if let c = mqtt, c.state == .disconnected, mqttRetry == nil { scheduleBrokerRetry() }
-        case .controllerBack: hookCentral()
         case let .connectFailed(d, _): connectFailed(d)
-        case .waitingFromAcceptList, .notAtRememberedAddress, .scanFailed, .stateChanged: break
+        case .controllerBack, .waitingFromAcceptList, .notAtRememberedAddress, .scanFailed, .stateChanged: break
         }
     }
 
@@ -169,16 +167,7 @@ public final class Gateway {
     // MARK: MQTT
 
     func startMQTT() throws {
-        var password = config.password
-        if let f = config.passwordFile {
-            let raw: [UInt8]
-            do { raw = try SystemIO.contents(of: f, limit: 4096) } catch {
-                throw GatewayError.passwordFileUnreadable(path: f, errno: error.code)
-            }
-            var text = String(decoding: raw, as: UTF8.self)
-            while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
-            password = text
-        }
+        let password = try config.brokerPassword()
         let will = MQTTWill(topic: topics.gatewayAvailability, payload: Array(HomeAssistant.offline.utf8), qos: .atLeastOnce, retain: true)
         // MQTT 5 for the reports' message expiry; a short keepalive, so the
         // broker publishes the will of a gateway gone silent within 1.5 of it.

@@ -65,6 +65,20 @@ public struct GatewayConfig: Sendable {
         }
     }
 
+    /// The broker password: `password`, or read from `passwordFile` (its
+    /// trailing newlines dropped).
+    /// - Throws: `GatewayError.passwordFileUnreadable`.
+    public func brokerPassword() throws -> String? {
+        guard let f = passwordFile else { return password }
+        let raw: [UInt8]
+        do { raw = try SystemIO.contents(of: f, limit: 4096) } catch {
+            throw GatewayError.passwordFileUnreadable(path: f, errno: error.code)
+        }
+        var text = String(decoding: raw, as: UTF8.self)
+        while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+        return text
+    }
+
     /// Whether the gateway keeps `d`: one of the names or addresses, or
     /// (without any) a device advertising a known LED service.
     public func wants(_ d: DiscoveredDevice) -> Bool {

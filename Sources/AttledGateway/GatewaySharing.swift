@@ -32,16 +32,8 @@ extension Gateway {
 
     // MARK: hearing
 
-    /// Follows the current stack's advertising reports (again after the controller was reopened).
-    func hookCentral() {
-        guard let st = keeper.stack, centralHook?.stack != ObjectIdentifier(st) else { return }
-        let token = st.central.subscribe { [weak self] e in
-            if case let .deviceSeen(d) = e { self?.seen(d) }
-        }
-        centralHook = (ObjectIdentifier(st), token)
-    }
-
-    private func seen(_ d: DiscoveredDevice) {
+    /// A report of a device (every one: the keeper's `subscribeCentral`).
+    func seen(_ d: DiscoveredDevice) {
         guard d.connectable, config.wants(d), let node = HATopics.nodeID(d.address.address.description) else { return }
         let now = Instant.now()
         var h = hearing[node] ?? OwnHearing(address: d.address, report: d, rssi: Double(d.rssi), lastHeard: now)
@@ -233,18 +225,9 @@ extension Gateway {
 
     /// A message on a shared topic; false: not one.
     func sharedMessage(_ topic: String, _ payload: [UInt8]) -> Bool {
-        let prefix = topics.topicPrefix + "/"
-        guard topic.hasPrefix(prefix) else { return false }
-        let rest = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-        guard rest.count == 2 else { return false }
-        let id = String(rest[0])
-        let now = Instant.now()
-        switch rest[1] {
-        case "heard":
-            shared.heard(id, payload.isEmpty ? nil : GatewayHearing.parse(payload), at: now)
-        case "availability":
-            let value = payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self)
-            shared.availability(id, value)
+        guard let m = shared.take(topic: topic, payload: payload, prefix: topics.topicPrefix, at: Instant.now()) else { return false }
+        switch m {
+        case let .availability(id, value):
             // Another gateway took this one's lamp for orphaned (it could not
             // see this one: a partition between brokers, now healed): it is not.
             if value == HomeAssistant.offline, let l = heldLamp(id), l.device.phase == .ready, let ha = l.ha, ha.nodeID == id {
@@ -253,14 +236,10 @@ extension Gateway {
                 publish(topics.availability(ha), HomeAssistant.online, retain: true)
                 publish(topics.holder(ha), JSONValue.object([("holder", .string(topics.gatewayID))]).serialized, retain: true)
             }
-        case "holder":
-            let g = (try? JSONValue.parse(payload, maxDepth: 4))?["holder"]?.stringValue
-            shared.holderRecord(id, g)
-        case "applied":
-            let digest = (try? JSONValue.parse(payload, maxDepth: 4))?["digest"]?.stringValue
-            if let d = digest, pending[id]?.digest == d { pending[id] = nil }
-        default:
-            return false
+        case let .applied(node, digest):
+            if let d = digest, pending[node]?.digest == d { pending[node] = nil }
+        case .heard, .holder:
+            break
         }
         return true
     }

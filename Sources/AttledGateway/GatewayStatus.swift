@@ -15,7 +15,7 @@ public enum GatewayStatus {
         let topics = try config.topics()
         let view = SharedView(me: "", policy: config.sharing)
         var o = MQTTOptions(host: config.brokerHost, port: config.brokerPort, clientID: "attled-status-\(SystemIO.processID)",
-                            username: config.username, password: try password(config), tlsCAFile: config.tlsCAFile, keepalive: 10)
+                            username: config.username, password: try config.brokerPassword(), tlsCAFile: config.tlsCAFile, keepalive: 10)
         o.version = .v5
         let c: MQTTClient
         do { c = try MQTTClient(o) } catch { throw GatewayError.broker("\(error)") }
@@ -30,17 +30,7 @@ public enum GatewayStatus {
         }
         c.onDisconnect = { code in if refused == nil, subscribedAt == nil { refused = "the connection to the broker failed: \(code)" } }
         c.onMessage = { topic, payload, _ in
-            let prefix = topics.topicPrefix + "/"
-            guard topic.hasPrefix(prefix) else { return }
-            let parts = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-            guard parts.count == 2 else { return }
-            let id = String(parts[0])
-            switch parts[1] {
-            case "heard": view.heard(id, GatewayHearing.parse(payload), at: Instant.now())
-            case "availability": view.availability(id, payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self))
-            case "holder": view.holderRecord(id, (try? JSONValue.parse(payload, maxDepth: 4))?["holder"]?.stringValue)
-            default: break
-            }
+            _ = view.take(topic: topic, payload: payload, prefix: topics.topicPrefix, at: Instant.now())
         }
         do { try c.connect() } catch { throw GatewayError.broker("\(error)") }
         let deadline = Instant.now().adding(ms: timeoutMs)
@@ -56,15 +46,6 @@ public enum GatewayStatus {
         try? c.disconnect()
         _ = try? loop.run(until: Instant.now().adding(ms: 300), interruptible: false) { c.socket < 0 }
         return view
-    }
-
-    static func password(_ config: GatewayConfig) throws -> String? {
-        guard let f = config.passwordFile else { return config.password }
-        let raw: [UInt8]
-        do { raw = try SystemIO.contents(of: f, limit: 4096) } catch { throw GatewayError.passwordFileUnreadable(path: f, errno: error.code) }
-        var text = String(decoding: raw, as: UTF8.self)
-        while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
-        return text
     }
 
     /// The report: every gateway (online, its last report's age, free slots),

@@ -153,6 +153,41 @@ public final class SharedView {
     /// An availability message (a gateway's or a lamp's).
     public func availability(_ id: String, _ value: String?) { availability[id] = value }
 
+    /// A message on `<prefix>/<id>/<leaf>`, one of the shared topics, read
+    /// into the view (heard, availability, holder record); returned so the
+    /// gateway can act on it too. nil: not a shared topic.
+    public enum Message: Equatable {
+        case heard(gateway: String)
+        case availability(id: String, value: String?)
+        case holder(node: String)
+        case applied(node: String, digest: String?)
+    }
+
+    /// Reads one message of the shared topics under `prefix` (the topic prefix).
+    public func take(topic: String, payload: [UInt8], prefix: String, at now: Instant) -> Message? {
+        let head = prefix + "/"
+        guard topic.hasPrefix(head) else { return nil }
+        let rest = topic.dropFirst(head.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 2 else { return nil }
+        let id = String(rest[0])
+        switch rest[1] {
+        case "heard":
+            heard(id, payload.isEmpty ? nil : GatewayHearing.parse(payload), at: now)
+            return .heard(gateway: id)
+        case "availability":
+            let value = payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self)
+            availability(id, value)
+            return .availability(id: id, value: value)
+        case "holder":
+            holderRecord(id, (try? JSONValue.parse(payload, maxDepth: 4))?["holder"]?.stringValue)
+            return .holder(node: id)
+        case "applied":
+            return .applied(node: id, digest: (try? JSONValue.parse(payload, maxDepth: 4))?["digest"]?.stringValue)
+        default:
+            return nil
+        }
+    }
+
     /// A holder record; nil or empty: none.
     public func holderRecord(_ node: String, _ gateway: String?) {
         holderRecord[node] = gateway.flatMap { $0.isEmpty ? nil : $0 }

@@ -29,7 +29,6 @@ public final class Proxy {
     private var listenWatch: EventLoop.Token?
     private var clients: [Int: ProxyClient] = [:]
     private var nextClient = 1
-    private var centralSubscription: (stack: ObjectIdentifier, token: Central.Subscription)?
     private var announcement: ProxyAnnouncement?
     private var announcementCheck: EventLoop.Token?
     var clientList: [ProxyClient] { Array(clients.values) }
@@ -48,6 +47,7 @@ public final class Proxy {
         owner.onDemandBeyondSlots = false
         owner.scanWanted = { [weak self] in self?.clients.values.contains { $0.wantsAdvertisements } ?? false }
         owner.subscribe { [weak self] e in self?.keeperEvent(e) }
+        keeper.subscribeCentral { [weak self] e in if case let .heard(a) = e { self?.heard(a) } }
     }
 
     /// Listens on the configured address.
@@ -56,7 +56,6 @@ public final class Proxy {
         let l = try TCPListener(host: config.listenHost, port: config.listenPort)
         listener = l
         listenWatch = loop.watch(l.fd, .readable) { [weak self] _ in self?.accept() }
-        hookCentral()
         if config.announce { announce(port: l.port) }
         log("proxy: listening on \(config.listenHost):\(l.port) (ESPHome native API \(ProxyConfig.apiVersion.major).\(ProxyConfig.apiVersion.minor), \(config.key == nil ? "plaintext" : "Noise encryption")), node \(config.name), MAC \(ProxyConfig.text(config.macAddress))")
     }
@@ -203,15 +202,6 @@ public final class Proxy {
     func scannerState() -> BluetoothScannerStateResponse {
         BluetoothScannerStateResponse(state: clients.values.contains { $0.wantsAdvertisements } ? .running : .idle,
                                       mode: keeper.policy.activeScan ? .active : .passive, configuredMode: .active)
-    }
-
-    /// Subscribes to the current stack's reports (again after the controller was reopened).
-    func hookCentral() {
-        guard let st = keeper.stack, centralSubscription?.stack != ObjectIdentifier(st) else { return }
-        let token = st.central.subscribe { [weak self] e in
-            if case let .heard(a) = e { self?.heard(a) }
-        }
-        centralSubscription = (ObjectIdentifier(st), token)
     }
 
     private func heard(_ a: HeardAdvertisement) {

@@ -105,9 +105,7 @@ extension Proxy {
             log("proxy: \(c.label): connect \(d.address) failed: \(error)")
             connectionResponse(c, l.address, connected: false, mtu: 0, error: Int32(Self.status(of: error).rawValue))
             connectionsChanged()
-        case .controllerBack:
-            hookCentral()
-        case .controllerLost, .becameOnDemand, .waitingFromAcceptList, .scanFailed, .stateChanged:
+        case .controllerBack, .controllerLost, .becameOnDemand, .waitingFromAcceptList, .scanFailed, .stateChanged:
             break
         }
     }

@@ -171,6 +171,21 @@ struct SharingTests {
         #expect(v.holder("L", own: nil, ownSlots: 0, at: at(30)) == nil)
     }
 
+    @Test("the shared topics read into the view; other topics are not taken")
+    func take() {
+        let v = view("a", online: [])
+        #expect(v.take(topic: "p/b/availability", payload: Array("online".utf8), prefix: "p", at: at(0)) == .availability(id: "b", value: "online"))
+        #expect(v.online("b"))
+        #expect(v.take(topic: "p/b/heard", payload: hearing(["L": LampHearing(rssi: -50, holding: true)]).json.serializedBytes, prefix: "p", at: at(0)) == .heard(gateway: "b"))
+        #expect(v.holder("L", own: nil, ownSlots: 0, at: at(10)) == "b")
+        #expect(v.take(topic: "p/L/holder", payload: Array(#"{"holder":"b"}"#.utf8), prefix: "p", at: at(0)) == .holder(node: "L"))
+        #expect(v.holderRecord["L"] == "b")
+        #expect(v.take(topic: "p/L/applied", payload: Array(#"{"digest":"00ff"}"#.utf8), prefix: "p", at: at(0)) == .applied(node: "L", digest: "00ff"))
+        #expect(v.take(topic: "p/L/set", payload: [], prefix: "p", at: at(0)) == nil)
+        #expect(v.take(topic: "q/b/heard", payload: [], prefix: "p", at: at(0)) == nil)
+        #expect(v.take(topic: "p/b/c/heard", payload: [], prefix: "p", at: at(0)) == nil)
+    }
+
     @Test("command digests: 16 hex digits, equal for equal payloads, different for different ones")
     func digests() {
         let a = commandDigest(Array(#"{"state":"ON"}"#.utf8)), b = commandDigest(Array(#"{"state":"OFF"}"#.utf8))

@@ -466,6 +466,14 @@ class CommandStream:
         self.stop_event.set()
         self.thread.join(2)
 
+    def wait_last_applied(self, timeout: float = 10) -> None:
+        """Until every lamp shows the last colour sent to it (bounded per lamp)."""
+        for lamp in self.fleet.lamps:
+            last = [rgb for name, rgb, _ in self.issued if name == lamp.name][-1]
+            deadline = time.monotonic() + timeout
+            while self.fleet.applied(lamp.name)[-1:] != [last] and time.monotonic() < deadline:
+                time.sleep(0.05)  # polling the lamp's events for its last write
+
     def figures(self) -> dict:
         """Per lamp: issued, applied once, applied more than once, and whether the last one was applied."""
         out = {}

@@ -132,11 +132,7 @@ def main(argv=None) -> int:
         steady = SETTLE_S if kinds else args.duration
         time.sleep(steady)  # steady time (after the last fault, or the whole of a steady run) is part of the run
         stream.stop()
-        for lamp in LAMPS:
-            last = [rgb for name, rgb, _ in stream.issued if name == lamp.name][-1]
-            deadline = time.monotonic() + 15
-            while f.applied(lamp.name)[-1:] != [last] and time.monotonic() < deadline:
-                time.sleep(0.05)  # polling the lamp's events for its last write
+        stream.wait_last_applied(timeout=15)
         commands = stream.figures()
         changes = [e for e in f.world.events[start_events:] if e.get("event") == "connected"]
         outside = [e for e in changes if not any(a <= e["rx"] <= b for a, b in windows)]
